@@ -1,0 +1,107 @@
+"""`batchsim` command line: thin wrappers that call the library and report errors in one line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from batchsim.config_loader import ConfigError, dump_resolved, load_experiment
+from batchsim.console import print_summary
+from batchsim.outputs import write_results
+from batchsim.policy_factory import ArmError
+from batchsim.runner import ArmResult, run_experiment
+from sim.engine import SimulationStalled
+from sim.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
+from sim.memory import ModelDoesNotFitError
+from sim.model_spec import ModelError, library_model_names, load_model
+from workloads import WorkloadError
+
+app = typer.Typer(
+    help="Discrete-event simulator of LLM-serving batching policies.",
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+)
+_USER_ERRORS = (ConfigError, ArmError, HardwareError, ModelError, ModelDoesNotFitError,
+                WorkloadError)
+
+
+@contextmanager
+def _user_errors(source: Path | None) -> Iterator[None]:
+    """Print a user error as one line and exit 2, never a traceback."""
+    try:
+        yield
+    except _USER_ERRORS as err:
+        message = str(err)
+        if source is not None and str(source) not in message:
+            message = f"{source}: {message}"
+        Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+FileArg = Annotated[Path, typer.Argument(help="Experiment YAML file.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a key: dotted.key=value (repeatable)."),
+]
+
+
+@app.command()
+def run(
+    file: FileArg,
+    out: Annotated[Path | None, typer.Option("--out", help="Output folder.")] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Simulate every policy arm of FILE on the same traffic and write the results."""
+    console = Console()
+    with _user_errors(file):
+        exp, base_dir = load_experiment(file, set_ or ())
+
+        def progress(arm: ArmResult) -> None:
+            console.print(f"  {arm.name}: simulated in {arm.wall_s:.1f} s wall", highlight=False)
+
+        console.print(f"running {exp.name} ({len(exp.policies)} arms)")
+        result = run_experiment(exp, base_dir, on_arm_done=progress)
+    out_dir = out or Path(exp.output.dir or f"results/{exp.name}")
+    print_summary(result, console)
+    for path in write_results(result, out_dir):
+        console.print(f"wrote {path}", highlight=False)
+
+
+@app.command()
+def validate(file: FileArg, set_: SetOpt = None) -> None:
+    """Check FILE (and the model and hardware it names) and print the resolved config."""
+    with _user_errors(file):
+        exp, base_dir = load_experiment(file, set_ or ())
+        load_model(exp.model, base_dir)
+        load_gpu_profile(exp.hardware, base_dir)
+    typer.echo(dump_resolved(exp), nl=False)
+
+
+@app.command()
+def profiles() -> None:
+    """List the shipped GPU hardware profiles."""
+    for name in list_gpu_profiles():
+        gpu = load_gpu_profile(name)
+        status = "calibrated" if gpu.efficiency.calibrated else "uncalibrated priors"
+        typer.echo(f"{name:16s} {gpu.memory_bytes / 1e9:6.1f} GB  {status}")
+
+
+@app.command()
+def models() -> None:
+    """List the model library."""
+    for name in library_model_names():
+        spec = load_model(name)
+        typer.echo(f"{name:16s} {spec.num_params / 1e9:6.1f} B params  "
+                   f"max_position_embeddings {spec.max_position_embeddings}")
+
+
+def main() -> None:  # pragma: no cover - console-script entry
+    try:
+        app()
+    except SimulationStalled as err:
+        Console(stderr=True).print(f"[bold red]internal error:[/] {err}")
+        raise SystemExit(3) from None

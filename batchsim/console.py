@@ -1,0 +1,71 @@
+"""The rich comparison table printed at the end of a run."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from batchsim.runner import ExperimentResult
+
+
+def _ms(dist: object, key: str) -> str:
+    value = dist.get(key) if isinstance(dist, dict) else None
+    return "-" if value is None else f"{1000.0 * value:,.1f}"
+
+
+def _num(value: object, fmt: str = ",.1f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """(label, formatted value) for each line of the comparison table."""
+    kv = m["kv_utilization"]
+    e2e = m["e2e_s"]
+    attainment = m["slo_attainment"]
+    return [
+        ("completed / rejected", f"{m['completed']:,} / {m['rejected']:,}"),
+        ("requests/s", _num(m["request_throughput_rps"], ",.2f")),
+        ("output tokens/s", _num(m["output_throughput_tps"], ",.0f")),
+        ("TTFT p50 / p99 (ms)", f"{_ms(m['ttft_s'], 'p50')} / {_ms(m['ttft_s'], 'p99')}"),
+        ("TPOT p50 / p99 (ms)", f"{_ms(m['tpot_s'], 'p50')} / {_ms(m['tpot_s'], 'p99')}"),
+        ("E2E p50 / p99 (s)", f"{_s(e2e, 'p50')} / {_s(e2e, 'p99')}"),
+        ("preemptions", _num(m["preemptions"], ",")),
+        ("KV use mean / max", f"{_pct(kv, 'mean')} / {_pct(kv, 'max')}"),
+        ("goodput (req/s)", _num(m["goodput_rps"], ",.2f")),
+        ("SLO attainment", "-" if not isinstance(attainment, float) else f"{attainment:.1%}"),
+    ]
+
+
+def _s(dist: object, key: str) -> str:
+    value = dist.get(key) if isinstance(dist, dict) else None
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def _pct(dist: object, key: str) -> str:
+    value = dist.get(key) if isinstance(dist, dict) else None
+    return "-" if value is None else f"{value:.0%}"
+
+
+def comparison_table(result: ExperimentResult) -> Table:
+    """Metrics down the side, one column per arm (fits a narrow terminal)."""
+    table = Table(title=result.experiment.name, caption=result.deployment.memory.describe())
+    table.add_column("metric")
+    for arm in result.arms:
+        table.add_column(arm.name, justify="right")
+    per_arm = [_rows(arm.metrics) for arm in result.arms]
+    for i, (label, _) in enumerate(per_arm[0] if per_arm else []):
+        table.add_row(label, *(rows[i][1] for rows in per_arm))
+    return table
+
+
+def print_summary(result: ExperimentResult, console: Console) -> None:
+    console.print(comparison_table(result))
+    if not result.deployment.gpu.efficiency.calibrated:
+        console.print(
+            f"[yellow]note:[/] {result.deployment.gpu.name} uses uncalibrated efficiency priors"
+        )
+    if result.traffic.clipped.count:
+        console.print(
+            f"[yellow]note:[/] {result.traffic.clipped.count} requests were clipped to "
+            f"max_model_len={result.deployment.max_model_len}"
+        )

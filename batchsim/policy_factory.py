@@ -1,0 +1,43 @@
+"""Build one replica's batching policy from an arm of the experiment file."""
+
+from __future__ import annotations
+
+from batchsim.config import Arm, ContinuousArm, StaticArm
+from policies.continuous import ContinuousBatching
+from policies.static import StaticBatching
+from sim.kv_cache import HostSwapSpace, KVBlockPool
+from sim.policy_protocol import BatchingPolicy
+
+
+class ArmError(ValueError):
+    """An arm's settings contradict the rest of the experiment."""
+
+
+def effective_token_budget(arm: ContinuousArm, max_model_len: int, index: int) -> int:
+    """max_num_batched_tokens, defaulting to max_model_len.
+
+    Without chunked prefill a prompt is prefilled in one step, so (as vLLM requires) the budget
+    must hold the longest possible request; otherwise a recomputed request could never return.
+    """
+    budget = arm.max_num_batched_tokens or max_model_len
+    if budget < max_model_len:
+        raise ArmError(
+            f"policies.{index}.max_num_batched_tokens: {budget} is smaller than max_model_len="
+            f"{max_model_len}; without chunked prefill it must be at least max_model_len "
+            "(raise it, or set max_model_len lower)"
+        )
+    return budget
+
+
+def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
+                 swap_blocks: int, max_model_len: int) -> BatchingPolicy:
+    pool = KVBlockPool(num_blocks, block_size)
+    if isinstance(arm, StaticArm):
+        return StaticBatching(pool=pool, max_batch_size=arm.max_batch_size,
+                              max_wait_s=arm.max_wait_s, max_output_tokens=arm.max_output_tokens)
+    assert isinstance(arm, ContinuousArm)
+    return ContinuousBatching(
+        pool=pool, max_num_seqs=arm.max_num_seqs,
+        max_num_batched_tokens=effective_token_budget(arm, max_model_len, index),
+        preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
+    )

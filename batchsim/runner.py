@@ -1,0 +1,108 @@
+"""Run every arm of an experiment on the same traffic and collect its tables and metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from batchsim.config import Experiment
+from batchsim.policy_factory import build_policy
+from batchsim.traffic import BuiltTraffic, build_traffic
+from sim.cost_model import RooflineCostModel
+from sim.engine import Router, Simulation, least_loaded, round_robin
+from sim.hardware import GpuProfile, load_gpu_profile
+from sim.memory import MemoryPlan, plan_memory
+from sim.metrics import SLOTargets, summarize
+from sim.model_spec import ModelSpec, load_model
+from sim.tables import requests_table
+from sim.timeseries import bin_timeseries
+
+ROUTERS: dict[str, Router] = {"round_robin": round_robin, "least_loaded": least_loaded}
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """What the experiment resolves to before any traffic: model, GPU, memory, cost model."""
+
+    model: ModelSpec
+    gpu: GpuProfile
+    memory: MemoryPlan
+    num_blocks: int
+    swap_blocks: int
+    max_model_len: int
+    cost_model: RooflineCostModel
+
+
+@dataclass(slots=True)
+class ArmResult:
+    name: str
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+    metrics: dict[str, object]
+    wall_s: float  # not written to the outputs: they must not depend on the machine
+
+
+@dataclass(slots=True)
+class ExperimentResult:
+    experiment: Experiment
+    deployment: Deployment
+    traffic: BuiltTraffic
+    arms: list[ArmResult] = field(default_factory=list)
+
+
+def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
+    model = load_model(exp.model, base_dir)
+    gpu = load_gpu_profile(exp.hardware, base_dir)
+    memory = plan_memory(
+        model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,
+        kv_dtype=exp.dtype.kv_cache, gpu_memory_utilization=exp.gpu_memory_utilization,
+        block_size=exp.kv_cache.block_size,
+    )
+    cost = RooflineCostModel(model, gpu, tensor_parallel=exp.tensor_parallel,
+                             weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache)
+    swap_blocks = int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes)
+    return Deployment(
+        model=model, gpu=gpu, memory=memory,
+        num_blocks=exp.kv_cache.num_blocks or memory.num_blocks, swap_blocks=swap_blocks,
+        max_model_len=exp.max_model_len or model.max_position_embeddings, cost_model=cost,
+    )
+
+
+def slo_targets(exp: Experiment) -> SLOTargets:
+    return SLOTargets(ttft_s=exp.slo.ttft_p99_s, tpot_s=exp.slo.tpot_p99_s,
+                      e2e_s=exp.slo.e2e_p99_s)
+
+
+def run_experiment(exp: Experiment, base_dir: Path,
+                   on_arm_done: Callable[[ArmResult], None] | None = None) -> ExperimentResult:
+    deployment = resolve_deployment(exp, base_dir)
+    traffic = build_traffic(exp.workload, seed=exp.seed, base_dir=base_dir,
+                            max_model_len=deployment.max_model_len)
+    result = ExperimentResult(exp, deployment, traffic)
+    for index, arm in enumerate(exp.policies):
+        started = time.perf_counter()
+        policies = [
+            build_policy(arm, index, num_blocks=deployment.num_blocks,
+                         block_size=exp.kv_cache.block_size, swap_blocks=deployment.swap_blocks,
+                         max_model_len=deployment.max_model_len)
+            for _ in range(exp.replicas)
+        ]
+        simulation = Simulation(policies, deployment.cost_model, traffic.traffic,
+                                ROUTERS[exp.router], max_model_len=deployment.max_model_len)
+        record = simulation.run()
+        requests = requests_table(record.requests)
+        metrics = summarize(requests, record, warmup_s=exp.warmup_s, cooldown_s=exp.cooldown_s,
+                            slo=slo_targets(exp))
+        metrics["clipped_requests"] = traffic.clipped.count
+        end = float(requests["finish_s"].max()) if len(requests) else 0.0
+        timeseries = bin_timeseries(record, exp.output.timeseries_bin_s, end)
+        arm_result = ArmResult(arm.name, requests, timeseries, metrics,
+                               time.perf_counter() - started)
+        result.arms.append(arm_result)
+        if on_arm_done is not None:
+            on_arm_done(arm_result)
+    return result

@@ -1,0 +1,50 @@
+"""Preempting a running request: by recompute (drop its KV) or by swap (park it in host memory)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sim.kv_cache import HostSwapSpace, KVBlockPool
+from sim.request import Request, RequestStatus
+from sim.step_plan import StepPlan
+
+PreemptionMode = Literal["recompute", "swap"]
+
+
+def preempt(
+    request: Request,
+    pool: KVBlockPool,
+    mode: PreemptionMode,
+    swap_space: HostSwapSpace | None,
+    plan: StepPlan,
+) -> None:
+    """Take `request` off the GPU; the caller puts it back at the head of the waiting queue.
+
+    Swap falls back to recompute when host swap space is full, as vLLM's v0 scheduler did.
+    """
+    blocks = pool.held(request.request_id)
+    swapped = (
+        mode == "swap"
+        and swap_space is not None
+        and blocks > 0
+        and swap_space.try_store(request.request_id, blocks)
+    )
+    if blocks > 0:
+        pool.free(request.request_id)
+    if swapped:
+        request.swapped_out = True
+        plan.swap_tokens += request.num_computed_tokens
+    else:
+        request.recomputed_tokens += request.num_computed_tokens
+        request.num_computed_tokens = 0
+    request.preemptions += 1
+    request.status = RequestStatus.PREEMPTED
+    plan.preempted.append(request)
+
+
+def swap_in(request: Request, swap_space: HostSwapSpace | None, plan: StepPlan) -> None:
+    """Bring a swapped-out request's KV back (its device blocks were allocated by the caller)."""
+    if swap_space is not None and request.swapped_out:
+        swap_space.release(request.request_id)
+        request.swapped_out = False
+        plan.swap_tokens += request.num_computed_tokens

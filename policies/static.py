@@ -1,0 +1,137 @@
+"""Static batching (DESIGN §4): a batch is formed, prefilled together and decoded to the end.
+
+The batch waits for up to `max_batch_size` requests (or `max_wait_s` after its first request
+queued), prefills them padded to the longest prompt, then decodes every slot until the longest
+output is done. Finished sequences keep their slot and their KV reservation and compute padding;
+newcomers wait for the next batch. Each slot reserves KV for the padded prompt plus
+`max_output_tokens`, as a server that allocates per-slot buffers up front does.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from sim.kv_cache import KVBlockPool
+from sim.request import Request, RequestStatus
+from sim.step_plan import StepOutcome, StepPlan, apply_tokens
+
+
+class StaticBatching:
+    def __init__(
+        self,
+        *,
+        pool: KVBlockPool,
+        max_batch_size: int,
+        max_wait_s: float,
+        max_output_tokens: int,
+    ) -> None:
+        self.pool = pool
+        self.max_batch_size = max_batch_size
+        self.max_wait_s = max_wait_s
+        self.max_output_tokens = max_output_tokens
+        self.waiting: deque[Request] = deque()
+        self.batch: list[Request] = []
+        self.padded_prompt = 0
+        self.prefilled = False
+        self.decode_steps = 0
+
+    @property
+    def num_running(self) -> int:
+        return sum(1 for r in self.batch if not r.is_finished)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    def has_work(self) -> bool:
+        return bool(self.batch or self.waiting)
+
+    def add_request(self, request: Request, now: float) -> bool:
+        if request.output_tokens > self.max_output_tokens:
+            request.reject(
+                f"output of {request.output_tokens} tokens exceeds the static slot reservation "
+                f"max_output_tokens={self.max_output_tokens}"
+            )
+            return False
+        need = self.pool.blocks_for(request.prompt_tokens + self.max_output_tokens)
+        if need > self.pool.num_blocks:
+            request.reject(
+                f"a slot for this request needs {need} KV blocks, the cache has "
+                f"{self.pool.num_blocks}"
+            )
+            return False
+        self.waiting.append(request)
+        return True
+
+    def schedule(self, now: float) -> StepPlan:
+        if self.batch:
+            return self._decode_plan() if self.prefilled else self._prefill_plan()
+        if not self.waiting:
+            return StepPlan()
+        deadline = self.waiting[0].arrival_s + self.max_wait_s
+        if len(self.waiting) < self.max_batch_size and now < deadline:
+            return StepPlan(wake_at=deadline)
+        self._form_batch(now)
+        return self._prefill_plan()
+
+    def _slot_blocks(self, padded_prompt: int) -> int:
+        return self.pool.blocks_for(padded_prompt + self.max_output_tokens)
+
+    def _form_batch(self, now: float) -> None:
+        """Take FCFS requests while every slot's reservation (at the new padding) still fits."""
+        padded = 0
+        taken: list[Request] = []
+        while self.waiting and len(taken) < self.max_batch_size:
+            candidate = max(padded, self.waiting[0].prompt_tokens)
+            if (len(taken) + 1) * self._slot_blocks(candidate) > self.pool.num_free:
+                break
+            padded = candidate
+            taken.append(self.waiting.popleft())
+        # add_request guarantees one slot fits an empty cache, and the cache is empty here.
+        assert taken, "static batch could not take its first request"
+        for request in taken:
+            allocated = self.pool.allocate(request.request_id, padded + self.max_output_tokens)
+            assert allocated
+            request.status = RequestStatus.RUNNING
+            request.first_scheduled_s = now
+        self.batch = taken
+        self.padded_prompt = padded
+        self.prefilled = False
+        self.decode_steps = 0
+
+    def _prefill_plan(self) -> StepPlan:
+        plan = StepPlan()
+        for request in self.batch:
+            plan.add(request, request.prompt_tokens)
+        size = len(self.batch)
+        plan.cost_new_tokens = np.full(size, self.padded_prompt, dtype=np.int64)
+        plan.cost_context_tokens = np.zeros(size, dtype=np.int64)
+        plan.num_emitting = size
+        return plan
+
+    def _decode_plan(self) -> StepPlan:
+        plan = StepPlan()
+        for request in self.batch:
+            if not request.is_finished:
+                plan.add(request, 1)
+        size = len(self.batch)  # finished slots still compute (padding)
+        context = self.padded_prompt + self.decode_steps
+        plan.cost_new_tokens = np.ones(size, dtype=np.int64)
+        plan.cost_context_tokens = np.full(size, context, dtype=np.int64)
+        plan.num_emitting = size
+        return plan
+
+    def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
+        outcome = apply_tokens(plan)
+        for request in outcome.finished:
+            request.status = RequestStatus.FINISHED
+        if self.prefilled:
+            self.decode_steps += 1
+        self.prefilled = True
+        if all(r.is_finished for r in self.batch):
+            for request in self.batch:
+                self.pool.free(request.request_id)
+            self.batch = []
+        return outcome

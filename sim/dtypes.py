@@ -1,0 +1,69 @@
+"""Numeric formats of weights and KV cache: their size, and which tensor-core rate they run at.
+
+Quantisation changes two things in the cost model: the bytes streamed from memory (weights and
+KV cache) and, for weights, the peak FLOP/s of the GEMMs. This module is the one place that
+knows both, so that the memory plan and the roofline cost model cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final, Literal
+
+BYTES_PER_ELEMENT: Final[Mapping[str, float]] = MappingProxyType(
+    {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+)
+"""Storage size of one element. int4 packs two weights per byte (scales are ignored: <1%)."""
+
+WEIGHT_DTYPES: Final[frozenset[str]] = frozenset({"bf16", "fp8", "int8", "int4"})
+KV_DTYPES: Final[frozenset[str]] = frozenset({"bf16", "fp8", "int8"})
+
+ACTIVATION_BYTES: Final[float] = 2.0
+"""Activations (GEMM inputs/outputs, all-reduce payloads) stay in bf16 whatever the weights are."""
+
+PeakFlopsKey = Literal["bf16", "fp8", "int8"]
+
+COMPUTE_RATE_OF_WEIGHTS: Final[Mapping[str, PeakFlopsKey]] = MappingProxyType(
+    {
+        "bf16": "bf16",
+        # W8A8 fp8 runs on fp8 tensor cores where the GPU has them; a profile without an fp8
+        # peak (A100) falls back to bf16 — vLLM runs fp8 there as weight-only (Marlin), which
+        # still halves the bytes streamed but computes in bf16.
+        "fp8": "fp8",
+        # W8A8 int8 (SmoothQuant-style, as vLLM's compressed-tensors int8 path) uses int8 cores.
+        "int8": "int8",
+        # W4A16 (AWQ/GPTQ): weights are dequantised inside the kernel and multiplied in bf16.
+        "int4": "bf16",
+    }
+)
+"""Which peak FLOP/s entry of a GPU profile a GEMM with these weights computes at."""
+
+
+class DtypeError(ValueError):
+    """An unknown or unsupported numeric format."""
+
+
+def bytes_per_element(dtype: str) -> float:
+    """Bytes of one element stored in `dtype` (any known format)."""
+    try:
+        return BYTES_PER_ELEMENT[dtype]
+    except KeyError:
+        known = ", ".join(sorted(BYTES_PER_ELEMENT))
+        raise DtypeError(f"unknown dtype {dtype!r}; expected one of {known}") from None
+
+
+def check_weight_dtype(dtype: str) -> str:
+    """Return `dtype` if weights may be stored in it, else raise DtypeError."""
+    if dtype not in WEIGHT_DTYPES:
+        known = ", ".join(sorted(WEIGHT_DTYPES))
+        raise DtypeError(f"weight dtype {dtype!r} is not supported; expected one of {known}")
+    return dtype
+
+
+def check_kv_dtype(dtype: str) -> str:
+    """Return `dtype` if the KV cache may be stored in it, else raise DtypeError."""
+    if dtype not in KV_DTYPES:
+        known = ", ".join(sorted(KV_DTYPES))
+        raise DtypeError(f"KV-cache dtype {dtype!r} is not supported; expected one of {known}")
+    return dtype

@@ -1,0 +1,235 @@
+"""The SimPy engine: arrivals, a router, and one stepping process per replica (DESIGN §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import simpy
+
+from sim.policy_protocol import BatchingPolicy
+from sim.recorder import RunRecord
+from sim.request import Request, RequestStatus
+
+# A closed-loop user whose requests are all rejected would loop forever at one instant.
+_MAX_REJECTIONS_IN_A_ROW = 10_000
+
+
+Process = Generator[simpy.Event, object, None]
+
+
+class StepCostModel(Protocol):
+    """What the engine needs from a cost model (RooflineCostModel implements it)."""
+
+    def step_time(
+        self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int
+    ) -> _HasSeconds: ...
+
+    def swap_time(self, num_tokens: int) -> float: ...
+
+
+class _HasSeconds(Protocol):
+    @property
+    def seconds(self) -> float: ...
+
+
+class SimulationStalled(RuntimeError):
+    """Requests were left neither finished nor rejected: a policy bug, never silently ignored."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLoopTraffic:
+    """Requests with fixed arrival times (synthetic or from a trace)."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoopTraffic:
+    """`concurrency` users, each sending its next request when the previous one ends."""
+
+    concurrency: int
+    think_time_s: float
+    lengths: Callable[[], Iterator[tuple[int, int]]]  # a fresh, deterministic stream per run
+    num_requests: int | None
+    duration_s: float | None
+
+
+Traffic = OpenLoopTraffic | ClosedLoopTraffic
+Router = Callable[[Sequence["Replica"], int], int]
+
+
+def round_robin(replicas: Sequence[Replica], sequence_number: int) -> int:
+    return sequence_number % len(replicas)
+
+
+def least_loaded(replicas: Sequence[Replica], sequence_number: int) -> int:
+    """Fewest requests in the replica (running + waiting); ties go to the lowest index."""
+    loads = [r.policy.num_running + r.policy.num_waiting for r in replicas]
+    return loads.index(min(loads))
+
+
+class Replica:
+    """One model instance: a SimPy process that plans, times and applies steps."""
+
+    def __init__(
+        self, env: simpy.Environment, index: int, policy: BatchingPolicy,
+        cost_model: StepCostModel, record: RunRecord, on_done: Callable[[Request], None],
+    ) -> None:
+        self.env = env
+        self.index = index
+        self.policy = policy
+        self.cost_model = cost_model
+        self.record = record
+        self.on_done = on_done
+        self._wake = env.event()
+        env.process(self._run())
+
+    def submit(self, request: Request) -> bool:
+        request.replica = self.index
+        accepted = self.policy.add_request(request, self.env.now)
+        if accepted and not self._wake.triggered:
+            self._wake.succeed()
+        return accepted
+
+    def _idle(self, wake_at: float | None) -> simpy.Event:
+        if wake_at is None:
+            return self._wake
+        return self._wake | self.env.timeout(max(0.0, wake_at - self.env.now))
+
+    def _run(self) -> Process:
+        env = self.env
+        while True:
+            if not self.policy.has_work():
+                yield self._wake
+                self._wake = env.event()
+                continue
+            plan = self.policy.schedule(env.now)
+            if plan.is_empty:
+                yield self._idle(plan.wake_at)
+                if self._wake.triggered:
+                    self._wake = env.event()
+                continue
+            start = env.now
+            duration = self.cost_model.step_time(
+                plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting
+            ).seconds
+            if plan.swap_tokens:
+                duration += self.cost_model.swap_time(plan.swap_tokens)
+            yield env.timeout(duration)
+            outcome = self.policy.on_step_done(plan, env.now)
+            self.record.record_tokens(outcome.emitted, env.now)
+            self.record.steps.append(
+                start, duration, self.index, len(plan.requests), plan.total_new_tokens,
+                len(outcome.emitted), self.policy.pool.num_used, self.policy.num_waiting,
+                len(plan.preempted),
+            )
+            for request in outcome.finished:
+                request.finish_s = env.now
+                self.on_done(request)
+
+
+class Simulation:
+    """Wires traffic, router and replicas; `run()` simulates until every request has ended."""
+
+    def __init__(
+        self, policies: Sequence[BatchingPolicy], cost_model: StepCostModel,
+        traffic: Traffic, router: Router = round_robin, max_model_len: int | None = None,
+    ) -> None:
+        self.env = simpy.Environment()
+        self.record = RunRecord(
+            kv_blocks_per_replica=policies[0].pool.num_blocks, num_replicas=len(policies)
+        )
+        self.replicas = [
+            Replica(self.env, i, p, cost_model, self.record, self._on_done)
+            for i, p in enumerate(policies)
+        ]
+        self.router = router
+        self.traffic = traffic
+        self.max_model_len = max_model_len
+        self._done_events: dict[int, simpy.Event] = {}
+
+    def run(self) -> RunRecord:
+        if isinstance(self.traffic, OpenLoopTraffic):
+            self.env.process(self._open_loop(self.traffic))
+        else:
+            self._start_closed_loop(self.traffic)
+        self.env.run()
+        unfinished = [r.request_id for r in self.record.requests if not r.is_finished]
+        if unfinished:
+            raise SimulationStalled(
+                f"{len(unfinished)} requests never finished (first ids {unfinished[:5]})"
+            )
+        return self.record
+
+    def _in_system(self) -> int:
+        return sum(r.policy.num_running + r.policy.num_waiting for r in self.replicas)
+
+    def _submit(self, prompt: int, output: int) -> Request:
+        request = Request(len(self.record.requests), self.env.now, prompt, output)
+        self.record.requests.append(request)
+        replica = self.replicas[self.router(self.replicas, request.request_id)]
+        if self.max_model_len is not None and prompt + output > self.max_model_len:
+            request.replica = replica.index
+            request.reject(f"prompt+output of {prompt + output} tokens exceeds max_model_len="
+                           f"{self.max_model_len}")
+            request.finish_s = self.env.now
+            self._on_done(request)
+        elif replica.submit(request):
+            self.record.record_occupancy(self.env.now, self._in_system())
+        else:
+            request.finish_s = self.env.now
+            self._on_done(request)
+        return request
+
+    def _on_done(self, request: Request) -> None:
+        if request.status is not RequestStatus.REJECTED:
+            self.record.record_occupancy(self.env.now, self._in_system())
+        event = self._done_events.pop(request.request_id, None)
+        if event is not None:
+            event.succeed()
+
+    def _open_loop(self, traffic: OpenLoopTraffic) -> Process:
+        for t, prompt, output in zip(
+            traffic.arrival_s.tolist(), traffic.prompt_tokens.tolist(),
+            traffic.output_tokens.tolist(), strict=True,
+        ):
+            if t > self.env.now:
+                yield self.env.timeout(t - self.env.now)
+            self._submit(prompt, output)
+
+    def _start_closed_loop(self, traffic: ClosedLoopTraffic) -> None:
+        lengths = traffic.lengths()
+        for _ in range(traffic.concurrency):
+            self.env.process(self._user(traffic, lengths))
+
+    def _may_send(self, traffic: ClosedLoopTraffic) -> bool:
+        if traffic.num_requests is not None and len(self.record.requests) >= traffic.num_requests:
+            return False
+        return traffic.duration_s is None or self.env.now < traffic.duration_s
+
+    def _user(
+        self, traffic: ClosedLoopTraffic, lengths: Iterator[tuple[int, int]]
+    ) -> Process:
+        rejected_in_a_row = 0
+        while self._may_send(traffic):
+            prompt, output = next(lengths)
+            done = self.env.event()
+            request = self._submit(prompt, output)
+            if request.is_finished:  # rejected on arrival: the user sends its next request
+                rejected_in_a_row += 1
+                if rejected_in_a_row >= _MAX_REJECTIONS_IN_A_ROW:
+                    raise SimulationStalled(
+                        f"closed-loop user got {rejected_in_a_row} rejections in a row "
+                        f"(last: {request.reject_reason}); no request can be served"
+                    )
+                continue
+            rejected_in_a_row = 0
+            self._done_events[request.request_id] = done
+            yield done
+            if traffic.think_time_s > 0:
+                yield self.env.timeout(traffic.think_time_s)

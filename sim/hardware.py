@@ -1,0 +1,299 @@
+"""GPU hardware profiles: spec-sheet peaks plus the roofline efficiencies that temper them.
+
+A profile is a YAML file (schema: any file in `hardware_profiles/gpus/`). Shipped profiles are
+read through `importlib.resources`, so they load the same from a wheel as from a checkout.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.dtypes import COMPUTE_RATE_OF_WEIGHTS, check_weight_dtype
+
+_PROFILE_PACKAGE = "hardware_profiles"
+_PROFILE_DIR = "gpus"
+
+
+class HardwareError(ValueError):
+    """A GPU profile that cannot be found or parsed; the message names the file and key."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeakFlops:
+    """Dense tensor-core FLOP/s (no 2:4 sparsity) per compute format."""
+
+    bf16: float
+    fp8: float | None  # None where the GPU has no fp8 tensor cores (A100)
+    int8: float
+
+    def for_weights(self, weight_dtype: str) -> float:
+        """Peak FLOP/s of a GEMM with weights in `weight_dtype` (see sim.dtypes)."""
+        rate = COMPUTE_RATE_OF_WEIGHTS[check_weight_dtype(weight_dtype)]
+        if rate == "fp8":
+            # Without fp8 cores, fp8 weights are upcast and multiplied at the bf16 rate.
+            return self.fp8 if self.fp8 is not None else self.bf16
+        return self.int8 if rate == "int8" else self.bf16
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineEfficiency:
+    """Fractions of peak actually reached, and fixed latencies (DESIGN §3)."""
+
+    calibrated: bool
+    note: str
+    gemm_peak_efficiency: float  # e_c for large M
+    gemm_ramp_tokens: float  # e_c(M) = peak * M / (M + ramp)
+    memory_efficiency: float  # e_m: weight/activation streaming
+    attention_compute_efficiency: float  # e_attn: prefill attention FLOPs
+    kv_read_efficiency: float  # e_kv: decode attention KV streaming
+    kernel_launch_s: float  # per GEMM
+    allreduce_latency_s: float  # alpha of one all-reduce
+    step_overhead_s: float  # c0
+    per_seq_overhead_s: float  # c1
+
+    def gemm_efficiency(self, num_tokens: int) -> float:
+        """e_c(M): small GEMMs cannot fill the tensor cores, so efficiency ramps up with M."""
+        return self.gemm_peak_efficiency * num_tokens / (num_tokens + self.gemm_ramp_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProfile:
+    """One GPU model: peaks from its spec sheet, memory, links and roofline efficiencies."""
+
+    name: str
+    description: str
+    aliases: tuple[str, ...]
+    source: str
+    peak_flops: PeakFlops
+    memory_bandwidth_bytes_per_s: float
+    memory_bytes: int
+    intra_node_bandwidth_bytes_per_s: float  # NVLink (PCIe on cards without it), per direction
+    pcie_bandwidth_bytes_per_s: float  # host link, per direction
+    p2p_latency_s: float
+    gpus_per_node: int
+    runtime_reserve_bytes: int  # activations, CUDA graphs, NCCL, allocator slack
+    efficiency: RooflineEfficiency
+
+
+def list_gpu_profiles() -> list[str]:
+    """Canonical names of the shipped GPU profiles, sorted."""
+    return sorted(name for name, _ in _shipped_profile_files())
+
+
+def load_gpu_profile(spec: str, base_dir: Path | None = None) -> GpuProfile:
+    """A shipped profile by name or alias (case-insensitive), or a profile YAML by path.
+
+    A spec ending in `.yaml`/`.yml` or containing a path separator is a path, relative to
+    `base_dir` (default: the working directory).
+    """
+    if spec.endswith((".yaml", ".yml")) or "/" in spec or "\\" in spec:
+        path = Path(spec).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise HardwareError(f"{path}: no such GPU profile file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise HardwareError(f"{path}: cannot read GPU profile ({exc})") from None
+        return parse_gpu_profile(text, str(path))
+    return _load_shipped(spec.strip().lower())
+
+
+def parse_gpu_profile(text: str, where: str) -> GpuProfile:
+    """Parse and validate a profile YAML document; `where` names it in error messages."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise HardwareError(f"{where}: not valid YAML ({exc})") from None
+    if not isinstance(document, dict):
+        raise HardwareError(f"{where}: expected a mapping of GPU profile fields")
+    return _profile_from_mapping(document, _Reader(where))
+
+
+def _shipped_profile_files() -> list[tuple[str, Traversable]]:
+    folder = resources.files(_PROFILE_PACKAGE).joinpath(_PROFILE_DIR)
+    return [
+        (entry.name.removesuffix(".yaml"), entry)
+        for entry in folder.iterdir()
+        if entry.name.endswith(".yaml")
+    ]
+
+
+def _load_shipped(key: str) -> GpuProfile:
+    files = _shipped_profile_files()
+    profiles = {}
+    for name, entry in files:
+        where = f"{_PROFILE_PACKAGE}/{_PROFILE_DIR}/{entry.name}"
+        if name == key:
+            return parse_gpu_profile(entry.read_text(encoding="utf-8"), where)
+        profiles[name] = (entry, where)
+    # Not a canonical name: aliases live inside the files, so read them all.
+    for entry, where in profiles.values():
+        profile = parse_gpu_profile(entry.read_text(encoding="utf-8"), where)
+        if key in profile.aliases:
+            return profile
+    known = ", ".join(sorted(profiles))
+    raise HardwareError(
+        f"unknown GPU profile {key!r}; shipped profiles: {known} (aliases such as a100, h100, "
+        "h200 also work), or give a path to a profile YAML"
+    )
+
+
+_TOP_LEVEL_KEYS = frozenset(
+    {
+        "name",
+        "description",
+        "aliases",
+        "source",
+        "peak_flops",
+        "memory_bandwidth_bytes_per_s",
+        "memory_bytes",
+        "intra_node_bandwidth_bytes_per_s",
+        "pcie_bandwidth_bytes_per_s",
+        "p2p_latency_s",
+        "gpus_per_node",
+        "runtime_reserve_bytes",
+        "efficiency",
+    }
+)
+_EFFICIENCY_FRACTIONS = (
+    "gemm_peak_efficiency",
+    "memory_efficiency",
+    "attention_compute_efficiency",
+    "kv_read_efficiency",
+)
+_EFFICIENCY_SECONDS = (
+    "kernel_launch_s",
+    "allreduce_latency_s",
+    "step_overhead_s",
+    "per_seq_overhead_s",
+)
+
+
+def _profile_from_mapping(doc: Mapping[str, Any], read: _Reader) -> GpuProfile:
+    read.no_unknown_keys(doc, _TOP_LEVEL_KEYS, "")
+    flops = read.mapping(doc, "peak_flops")
+    read.no_unknown_keys(flops, {"bf16", "fp8", "int8"}, "peak_flops.")
+    bf16 = read.number(flops, "bf16", "peak_flops.", positive=True)
+    peak_flops = PeakFlops(
+        bf16=bf16,
+        fp8=read.number(flops, "fp8", "peak_flops.", positive=True) if "fp8" in flops else None,
+        int8=read.number(flops, "int8", "peak_flops.", positive=True),
+    )
+    aliases = doc.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise read.error("aliases", "a list of names", aliases)
+    return GpuProfile(
+        name=read.string(doc, "name").lower(),
+        description=str(doc.get("description", "")),
+        aliases=tuple(a.lower() for a in aliases),
+        source=str(doc.get("source", "")),
+        peak_flops=peak_flops,
+        memory_bandwidth_bytes_per_s=read.number(
+            doc, "memory_bandwidth_bytes_per_s", "", positive=True
+        ),
+        memory_bytes=int(read.number(doc, "memory_bytes", "", positive=True)),
+        intra_node_bandwidth_bytes_per_s=read.number(
+            doc, "intra_node_bandwidth_bytes_per_s", "", positive=True
+        ),
+        pcie_bandwidth_bytes_per_s=read.number(
+            doc, "pcie_bandwidth_bytes_per_s", "", positive=True
+        ),
+        p2p_latency_s=read.number(doc, "p2p_latency_s", "", positive=False),
+        gpus_per_node=int(read.number(doc, "gpus_per_node", "", positive=True)),
+        runtime_reserve_bytes=int(read.number(doc, "runtime_reserve_bytes", "", positive=False)),
+        efficiency=_efficiency_from_mapping(read.mapping(doc, "efficiency"), read),
+    )
+
+
+def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> RooflineEfficiency:
+    prefix = "efficiency."
+    allowed = {
+        "calibrated",
+        "note",
+        "gemm_ramp_tokens",
+        *_EFFICIENCY_FRACTIONS,
+        *_EFFICIENCY_SECONDS,
+    }
+    read.no_unknown_keys(block, allowed, prefix)
+    calibrated = block.get("calibrated")
+    if not isinstance(calibrated, bool):
+        raise read.error(f"{prefix}calibrated", "true or false", calibrated)
+    fractions = {}
+    for key in _EFFICIENCY_FRACTIONS:
+        value = read.number(block, key, prefix, positive=True)
+        if value > 1:
+            raise read.error(f"{prefix}{key}", "a fraction of peak in (0, 1]", value)
+        fractions[key] = value
+    seconds = {key: read.number(block, key, prefix, positive=False) for key in _EFFICIENCY_SECONDS}
+    return RooflineEfficiency(
+        calibrated=calibrated,
+        note=str(block.get("note", "")),
+        gemm_ramp_tokens=read.number(block, "gemm_ramp_tokens", prefix, positive=False),
+        **fractions,
+        **seconds,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    """Typed field access that names the file and the key path in every error."""
+
+    where: str
+
+    def error(self, key: str, expected: str, got: object) -> HardwareError:
+        return HardwareError(f"{self.where}: key '{key}' must be {expected}, got {got!r}")
+
+    def no_unknown_keys(
+        self, block: Mapping[str, Any], allowed: set[str] | frozenset[str], prefix: str
+    ) -> None:
+        unknown = sorted(str(k) for k in block if k not in allowed)
+        if unknown:
+            raise HardwareError(
+                f"{self.where}: unknown key '{prefix}{unknown[0]}'; expected one of "
+                f"{', '.join(sorted(allowed))}"
+            )
+
+    def mapping(self, block: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+        value = block.get(key)
+        if value is None:
+            raise HardwareError(f"{self.where}: missing required key '{key}'")
+        if not isinstance(value, dict):
+            raise self.error(key, "a mapping", value)
+        return value
+
+    def string(self, block: Mapping[str, Any], key: str) -> str:
+        value = block.get(key)
+        if value is None:
+            raise HardwareError(f"{self.where}: missing required key '{key}'")
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, "a non-empty string", value)
+        return value.strip()
+
+    def number(self, block: Mapping[str, Any], key: str, prefix: str, positive: bool) -> float:
+        """A number; YAML 1.1 reads `1e-5` (no dot) as a string, so numeric strings count."""
+        full_key = f"{prefix}{key}"
+        value = block.get(key)
+        if value is None:
+            raise HardwareError(f"{self.where}: missing required key '{full_key}'")
+        number: float | None = None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        expected = "a positive number" if positive else "a non-negative number"
+        if number is None or not math.isfinite(number) or number < 0 or (positive and number == 0):
+            raise self.error(full_key, expected, value)
+        return number

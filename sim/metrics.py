@@ -1,0 +1,133 @@
+"""Summary metrics of one arm (DESIGN §6), computed from the request table and the run record.
+
+The measured requests are those arriving in [warmup_s, last arrival − cooldown_s]. Rates divide
+by the measurement window: from warmup_s to the finish of the last measured request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sim.recorder import RunRecord
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+LATENCY_COLUMNS = ("ttft_s", "tpot_s", "e2e_s", "queue_delay_s")
+
+
+@dataclass(frozen=True, slots=True)
+class SLOTargets:
+    """Per-request thresholds; a request meets the SLO when it is under every one given."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+
+    def as_dict(self) -> dict[str, float]:
+        targets = {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s}
+        return {k: v for k, v in targets.items() if v is not None}
+
+
+def distribution(values: np.ndarray) -> dict[str, float | None]:
+    """Mean and tail percentiles; None where there is no sample."""
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return {"mean": None, **dict.fromkeys(PERCENTILES)}
+    stats: dict[str, float | None] = {"mean": float(values.mean())}
+    for key, q in PERCENTILES.items():
+        stats[key] = float(np.percentile(values, q))
+    return stats
+
+
+def measured_mask(requests: pd.DataFrame, warmup_s: float, cooldown_s: float) -> np.ndarray:
+    arrival = requests["arrival_s"].to_numpy()
+    if arrival.size == 0:
+        return np.zeros(0, dtype=bool)
+    return (arrival >= warmup_s) & (arrival <= arrival.max() - cooldown_s)
+
+
+def meets_slo(requests: pd.DataFrame, slo: SLOTargets) -> np.ndarray:
+    """Finished and under every target (a one-token request has no TPOT to miss)."""
+    ok = requests["finished"].to_numpy().copy()
+    for column, target in slo.as_dict().items():
+        values = requests[column].to_numpy()
+        undefined_tpot = np.isnan(values) if column == "tpot_s" else False
+        ok &= undefined_tpot | (values <= target)
+    return ok
+
+
+def _step_window_stats(record: RunRecord, start: float, end: float) -> dict[str, float]:
+    """GPU busy fraction, KV utilisation and mean batch size over [start, end]."""
+    steps = record.steps.as_arrays()
+    s = steps["start_s"]
+    e = s + steps["duration_s"]
+    overlap = np.clip(np.minimum(e, end) - np.maximum(s, start), 0.0, None)
+    span = max(end - start, 1e-12) * record.num_replicas
+    busy = overlap.sum()
+    kv = steps["kv_used_blocks"] / max(1, record.kv_blocks_per_replica)
+    inside = overlap > 0
+    return {
+        "gpu_busy_fraction": float(busy / span),
+        "kv_mean": float((kv * overlap).sum() / span),
+        "kv_max": float(kv[inside].max()) if inside.any() else 0.0,
+        "mean_batch_size": float((steps["num_seqs"] * overlap).sum() / busy) if busy else 0.0,
+    }
+
+
+def summarize(
+    requests: pd.DataFrame, record: RunRecord, *, warmup_s: float, cooldown_s: float,
+    slo: SLOTargets,
+) -> dict[str, object]:
+    """Every summary metric of one arm, with snake_case names that carry their unit."""
+    measured = measured_mask(requests, warmup_s, cooldown_s)
+    done = requests[measured & requests["finished"].to_numpy()]
+    num_measured = int(measured.sum())
+    end = float(done["finish_s"].max()) if len(done) else warmup_s
+    window = max(end - warmup_s, 1e-12)
+    itl_ids = np.frombuffer(record.itl_request, dtype=np.int64)
+    itl = np.frombuffer(record.itl_s, dtype=np.float64)
+    if itl_ids.size:
+        itl = itl[measured[itl_ids]]
+    good = int((meets_slo(requests, slo) & measured).sum())
+    steps = _step_window_stats(record, warmup_s, end)
+    prompt_done = int(done["prompt_tokens"].sum())
+    output_done = int(done["output_tokens"].sum())
+    recomputed = int(requests["recomputed_tokens"][measured].sum())
+    preemptions = int(requests["preemptions"][measured].sum())
+    metrics: dict[str, object] = {name: distribution(done[name].to_numpy())
+                                  for name in LATENCY_COLUMNS}
+    metrics["itl_s"] = distribution(itl)
+    metrics.update({
+        "measured_requests": num_measured,
+        "completed": len(done),
+        "rejected": num_measured - len(done),
+        "window_s": window,
+        "request_throughput_rps": len(done) / window,
+        "input_throughput_tps": prompt_done / window,
+        "output_throughput_tps": output_done / window,
+        "total_throughput_tps": (prompt_done + output_done) / window,
+        "goodput_rps": good / window,
+        "slo_attainment": good / num_measured if num_measured else None,
+        "preemptions": preemptions,
+        "preemptions_per_1000_requests": 1000.0 * preemptions / max(1, num_measured),
+        "recomputed_tokens": recomputed,
+        "recomputed_token_fraction": recomputed / max(1, prompt_done + output_done + recomputed),
+        "kv_utilization": {"mean": steps["kv_mean"], "max": steps["kv_max"]},
+        "mean_batch_size": steps["mean_batch_size"],
+        "gpu_busy_fraction": steps["gpu_busy_fraction"],
+    })
+    metrics["slo_met"] = _slo_verdicts(metrics, slo)
+    return metrics
+
+
+def _slo_verdicts(metrics: dict[str, object], slo: SLOTargets) -> dict[str, bool | None]:
+    """Whether each SLO's p99 target holds over the measured requests."""
+    verdicts: dict[str, bool | None] = {}
+    for column, target in slo.as_dict().items():
+        dist = metrics[column]
+        assert isinstance(dist, dict)
+        p99 = dist["p99"]
+        verdicts[f"{column.removesuffix('_s')}_p99_s"] = None if p99 is None else p99 <= target
+    return verdicts

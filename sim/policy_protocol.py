@@ -1,0 +1,38 @@
+"""The small protocol through which the engine drives a batching policy (DESIGN §4).
+
+`sim` never imports a policy: policies implement this protocol and the application wires them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sim.kv_cache import KVBlockPool
+from sim.request import Request
+from sim.step_plan import StepOutcome, StepPlan
+
+
+class BatchingPolicy(Protocol):
+    """Owns the queues of one replica and decides each step; never sees SimPy."""
+
+    pool: KVBlockPool
+
+    def add_request(self, request: Request, now: float) -> bool:
+        """Queue a request; return False after `request.reject(reason)` if it can never run."""
+        ...
+
+    def schedule(self, now: float) -> StepPlan:
+        """Plan the next step (an empty plan means nothing can run now)."""
+        ...
+
+    def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
+        """Apply the step's tokens, release what finished, and report it."""
+        ...
+
+    def has_work(self) -> bool: ...
+
+    @property
+    def num_running(self) -> int: ...
+
+    @property
+    def num_waiting(self) -> int: ...

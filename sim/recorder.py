@@ -1,0 +1,74 @@
+"""Everything a run records, kept as flat growable arrays so that memory stays linear."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.request import Request
+
+
+@dataclass(slots=True)
+class StepLog:
+    """One row per engine step, over all replicas."""
+
+    start_s: array = field(default_factory=lambda: array("d"))
+    duration_s: array = field(default_factory=lambda: array("d"))
+    replica: array = field(default_factory=lambda: array("i"))
+    num_seqs: array = field(default_factory=lambda: array("i"))  # sequences with tokens this step
+    new_tokens: array = field(default_factory=lambda: array("q"))
+    emitted_tokens: array = field(default_factory=lambda: array("i"))
+    kv_used_blocks: array = field(default_factory=lambda: array("q"))
+    num_waiting: array = field(default_factory=lambda: array("i"))
+    preempted: array = field(default_factory=lambda: array("i"))
+
+    def append(
+        self, start: float, duration: float, replica: int, num_seqs: int, new_tokens: int,
+        emitted: int, kv_used: int, waiting: int, preempted: int,
+    ) -> None:
+        self.start_s.append(start)
+        self.duration_s.append(duration)
+        self.replica.append(replica)
+        self.num_seqs.append(num_seqs)
+        self.new_tokens.append(new_tokens)
+        self.emitted_tokens.append(emitted)
+        self.kv_used_blocks.append(kv_used)
+        self.num_waiting.append(waiting)
+        self.preempted.append(preempted)
+
+    def as_arrays(self) -> dict[str, np.ndarray]:
+        return {name: np.frombuffer(getattr(self, name), dtype=getattr(self, name).typecode)
+                for name in self.__slots__}
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """The raw outcome of simulating one arm: requests, steps, token gaps, occupancy."""
+
+    requests: list[Request] = field(default_factory=list)
+    steps: StepLog = field(default_factory=StepLog)
+    itl_request: array = field(default_factory=lambda: array("q"))  # request id of each gap
+    itl_s: array = field(default_factory=lambda: array("d"))  # each inter-token gap
+    occupancy_t: array = field(default_factory=lambda: array("d"))  # time of each change
+    occupancy_n: array = field(default_factory=lambda: array("q"))  # requests in system after it
+    kv_blocks_per_replica: int = 0
+    num_replicas: int = 1
+
+    def record_tokens(self, requests: list[Request], now: float) -> None:
+        """Timestamp each emitted token: the first sets TTFT, later ones add an ITL gap."""
+        for request in requests:
+            if request.num_generated == 1:
+                request.first_token_s = now
+            else:
+                self.itl_request.append(request.request_id)
+                self.itl_s.append(now - request.last_token_s)
+            request.last_token_s = now
+
+    def record_occupancy(self, now: float, in_system: int) -> None:
+        if self.occupancy_t and self.occupancy_t[-1] == now:
+            self.occupancy_n[-1] = in_system
+        else:
+            self.occupancy_t.append(now)
+            self.occupancy_n.append(in_system)

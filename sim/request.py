@@ -1,0 +1,57 @@
+"""A request is a token account (DESIGN §2): no prefill/decode phase, only computed tokens."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class RequestStatus(IntEnum):
+    """Ordered so that `status >= FINISHED` means the request has ended."""
+
+    WAITING = 0
+    RUNNING = 1
+    PREEMPTED = 2
+    FINISHED = 3
+    REJECTED = 4
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """One request's lengths, progress and timestamps (seconds of simulated time)."""
+
+    request_id: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int  # known to the simulator; a non-oracle policy must not read it
+    status: RequestStatus = RequestStatus.WAITING
+    num_computed_tokens: int = 0  # tokens whose KV is in the cache
+    num_generated: int = 0
+    first_scheduled_s: float = math.nan
+    first_token_s: float = math.nan
+    last_token_s: float = math.nan
+    finish_s: float = math.nan
+    preemptions: int = 0
+    recomputed_tokens: int = 0
+    swapped_out: bool = False  # KV blocks live in host memory while preempted by swap
+    reject_reason: str = ""
+    replica: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens known so far: the prompt plus every token generated."""
+        return self.prompt_tokens + self.num_generated
+
+    @property
+    def num_uncomputed_tokens(self) -> int:
+        return self.num_tokens - self.num_computed_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status >= RequestStatus.FINISHED
+
+    def reject(self, reason: str) -> None:
+        """End the request without serving it; the reason is reported per request."""
+        self.status = RequestStatus.REJECTED
+        self.reject_reason = reason

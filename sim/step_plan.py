@@ -1,0 +1,80 @@
+"""What a policy asks the GPU to do in one step, and what came out of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.request import Request
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """One engine step.
+
+    `requests[i]` gets `num_new_tokens[i]` tokens computed (token accounting). What the GPU
+    actually computes can be more than that — static batching computes padding — so the cost
+    shape is separate: `cost_new_tokens[j]` new tokens over `cost_context_tokens[j]` cached
+    tokens for each of the sequences the GPU runs, `num_emitting` of which run the LM head.
+    """
+
+    requests: list[Request] = field(default_factory=list)
+    num_new_tokens: list[int] = field(default_factory=list)
+    cost_new_tokens: np.ndarray = field(default_factory=lambda: _EMPTY)
+    cost_context_tokens: np.ndarray = field(default_factory=lambda: _EMPTY)
+    num_emitting: int = 0
+    swap_tokens: int = 0  # tokens of KV moved over PCIe this step (swap out + swap in)
+    preempted: list[Request] = field(default_factory=list)
+    wake_at: float | None = None  # for an empty plan: when to ask again if nothing arrives
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.requests
+
+    @property
+    def total_new_tokens(self) -> int:
+        return int(sum(self.num_new_tokens))
+
+    def add(self, request: Request, num_new_tokens: int) -> None:
+        self.requests.append(request)
+        self.num_new_tokens.append(num_new_tokens)
+
+    def use_token_shape(self) -> None:
+        """The GPU computes exactly the scheduled tokens (every policy but static)."""
+        self.cost_new_tokens = np.asarray(self.num_new_tokens, dtype=np.int64)
+        self.cost_context_tokens = np.fromiter(
+            (r.num_computed_tokens for r in self.requests), dtype=np.int64, count=len(self.requests)
+        )
+        self.num_emitting = sum(
+            1 for r, n in zip(self.requests, self.num_new_tokens, strict=True)
+            if r.num_computed_tokens + n == r.num_tokens
+        )
+
+
+@dataclass(slots=True)
+class StepOutcome:
+    """Requests that emitted a token at the end of the step, and those that finished."""
+
+    emitted: list[Request] = field(default_factory=list)
+    finished: list[Request] = field(default_factory=list)
+
+
+def apply_tokens(plan: StepPlan) -> StepOutcome:
+    """Advance every scheduled request's token account by its planned tokens.
+
+    A request whose computed tokens catch up with its known tokens emits one new token; when
+    it has emitted all its output tokens it is finished. Shared by all policies so that the
+    token accounting is written once.
+    """
+    outcome = StepOutcome()
+    for request, n in zip(plan.requests, plan.num_new_tokens, strict=True):
+        request.num_computed_tokens += n
+        if request.num_computed_tokens == request.num_tokens:
+            request.num_generated += 1
+            outcome.emitted.append(request)
+            if request.num_generated == request.output_tokens:
+                outcome.finished.append(request)
+    return outcome

@@ -1,0 +1,192 @@
+"""The roofline cost model reproduces the physics the simulator relies on (DESIGN §3)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import sim.cost_model
+from sim.cost_model import RooflineCostModel, StepCost
+from sim.dtypes import bytes_per_element
+from sim.hardware import load_gpu_profile
+from sim.memory import weights_bytes_per_gpu
+from sim.model_spec import load_model
+
+
+def _cost_model(
+    model: str = "llama-3.1-8b",
+    gpu: str = "h100-sxm",
+    *,
+    tensor_parallel: int = 1,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+) -> RooflineCostModel:
+    return RooflineCostModel(
+        load_model(model),
+        load_gpu_profile(gpu),
+        tensor_parallel=tensor_parallel,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+    )
+
+
+def _decode(cost_model: RooflineCostModel, batch: int, context: int) -> StepCost:
+    new = np.ones(batch, dtype=np.int64)
+    ctx = np.full(batch, context, dtype=np.int64)
+    return cost_model.step_time(new, ctx, batch)
+
+
+def _prefill(cost_model: RooflineCostModel, prompt: int) -> StepCost:
+    return cost_model.step_time(
+        np.array([prompt], dtype=np.int64), np.array([0], dtype=np.int64), 1
+    )
+
+
+def test_decode_batch_of_32_costs_about_the_same_as_batch_of_1() -> None:
+    cost_model = _cost_model()
+    one, thirty_two = _decode(cost_model, 1, 128), _decode(cost_model, 32, 128)
+    assert one.seconds < thirty_two.seconds < 1.25 * one.seconds
+
+
+def test_decode_batch_1_streams_the_weights_once() -> None:
+    model, gpu = load_model("llama-3.1-8b"), load_gpu_profile("h100-sxm")
+    step = _decode(_cost_model(), 1, 128)
+    # Lower bound: every weight byte crosses HBM at the effective bandwidth (~16 GB / 2.7 TB/s).
+    streaming_s = weights_bytes_per_gpu(model, 1, "bf16") / (
+        gpu.memory_bandwidth_bytes_per_s * gpu.efficiency.memory_efficiency
+    )
+    assert 3e-3 < streaming_s < 10e-3  # "a few ms": the physics, independent of the code
+    assert streaming_s < step.seconds < 1.25 * streaming_s
+    assert not step.compute_bound_linear
+
+
+def test_decode_time_grows_with_total_context() -> None:
+    cost_model = _cost_model()
+    short, long = _decode(cost_model, 16, 512), _decode(cost_model, 16, 8192)
+    assert long.seconds > short.seconds
+    assert long.linear_s == short.linear_s
+    assert long.attention_s / short.attention_s == pytest.approx(8193 / 513)
+
+
+def test_decode_attention_reads_every_cached_token_once() -> None:
+    model, gpu = load_model("llama-3.1-8b"), load_gpu_profile("h100-sxm")
+    contexts = np.array([10, 200, 3000], dtype=np.int64)
+    step = _cost_model().step_time(np.ones(3, dtype=np.int64), contexts, 3)
+    kv_bytes = model.kv_bytes_per_token(bytes_per_element("bf16")) * float((contexts + 1).sum())
+    expected = kv_bytes / (gpu.memory_bandwidth_bytes_per_s * gpu.efficiency.kv_read_efficiency)
+    assert step.attention_s == pytest.approx(expected)
+
+
+def test_fp8_kv_halves_decode_attention_time() -> None:
+    bf16 = _decode(_cost_model(kv_dtype="bf16"), 8, 4096)
+    fp8 = _decode(_cost_model(kv_dtype="fp8"), 8, 4096)
+    assert fp8.attention_s == pytest.approx(bf16.attention_s / 2)
+
+
+def test_one_token_is_memory_bound_and_4096_tokens_compute_bound() -> None:
+    cost_model = _cost_model()
+    assert not _decode(cost_model, 1, 0).compute_bound_linear
+    assert _prefill(cost_model, 4096).compute_bound_linear
+
+
+def test_prefill_grows_linearly_then_super_linearly() -> None:
+    cost_model = _cost_model()
+    t_2k, t_4k = _prefill(cost_model, 2048).seconds, _prefill(cost_model, 4096).seconds
+    assert 1.8 < t_4k / t_2k < 2.3  # GEMM FLOPs dominate: ~linear in the prompt
+    per_token_4k = t_4k / 4096
+    per_token_64k = _prefill(cost_model, 65536).seconds / 65536
+    assert per_token_64k > 1.5 * per_token_4k  # quadratic attention takes over
+
+
+def test_mixed_step_prices_prefill_and_decode_attention_separately() -> None:
+    cost_model = _cost_model()
+    new = np.array([1, 1, 512], dtype=np.int64)
+    ctx = np.array([1000, 2000, 0], dtype=np.int64)
+    mixed = cost_model.step_time(new, ctx, 2)
+    decode_only = cost_model.step_time(new[:2], ctx[:2], 2)
+    prefill_only = cost_model.step_time(new[2:], ctx[2:], 0)
+    assert mixed.attention_s == pytest.approx(decode_only.attention_s + prefill_only.attention_s)
+
+
+def test_short_chunk_on_a_long_context_costs_at_least_reading_its_kv() -> None:
+    model, gpu = load_model("llama-3.1-8b"), load_gpu_profile("h100-sxm")
+    step = _cost_model().step_time(
+        np.array([2], dtype=np.int64), np.array([100_000], dtype=np.int64), 1
+    )
+    read_s = (
+        model.kv_bytes_per_token(2.0)
+        * 100_002
+        / (gpu.memory_bandwidth_bytes_per_s * gpu.efficiency.kv_read_efficiency)
+    )
+    assert step.attention_s == pytest.approx(read_s)
+
+
+def test_lm_head_runs_only_for_emitting_sequences() -> None:
+    cost_model = _cost_model()
+    new, ctx = np.array([2048], dtype=np.int64), np.array([0], dtype=np.int64)
+    chunk = cost_model.step_time(new, ctx, 0)  # a prefill chunk that does not finish the prompt
+    last = cost_model.step_time(new, ctx, 1)
+    assert last.linear_s > chunk.linear_s
+
+
+def test_tensor_parallel_lowers_step_time_but_communicates() -> None:
+    tp1 = _decode(_cost_model("llama-3.1-70b", tensor_parallel=1), 32, 1024)
+    tp2 = _decode(_cost_model("llama-3.1-70b", tensor_parallel=2), 32, 1024)
+    assert tp1.communication_s == 0
+    assert tp2.communication_s > 0
+    assert tp2.seconds < tp1.seconds
+
+
+def test_fp8_weights_lower_decode_time() -> None:
+    for gpu in ("h100-sxm", "a100-sxm-80gb"):  # A100: no fp8 FLOPs, but half the bytes
+        bf16 = _decode(_cost_model(gpu=gpu, weight_dtype="bf16"), 16, 1024)
+        fp8 = _decode(_cost_model(gpu=gpu, weight_dtype="fp8"), 16, 1024)
+        assert fp8.seconds < bf16.seconds
+
+
+def test_breakdown_sums_to_the_total() -> None:
+    cost_model = _cost_model("llama-3.1-70b", tensor_parallel=4)
+    new = np.array([1, 1, 1, 300], dtype=np.int64)
+    ctx = np.array([50, 900, 4000, 700], dtype=np.int64)
+    step = cost_model.step_time(new, ctx, 3)
+    parts = step.linear_s + step.attention_s + step.communication_s + step.overhead_s
+    assert step.seconds == pytest.approx(parts)
+    assert min(step.linear_s, step.attention_s, step.communication_s, step.overhead_s) > 0
+
+
+def test_bounded_cache_gives_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sim.cost_model, "_MAX_CACHE_ENTRIES", 3)
+    small_cache, fresh = _cost_model(), _cost_model()
+    for batch in range(1, 20):
+        _decode(small_cache, batch, 100)
+    assert len(small_cache._layer_cache) <= 3
+    for batch in (1, 7, 19):
+        assert _decode(small_cache, batch, 100) == _decode(fresh, batch, 100)
+
+
+def test_empty_or_malformed_steps_are_errors() -> None:
+    cost_model = _cost_model()
+    empty = np.zeros(0, dtype=np.int64)
+    with pytest.raises(ValueError, match="empty step"):
+        cost_model.step_time(empty, empty, 0)
+    with pytest.raises(ValueError, match="shape"):
+        cost_model.step_time(np.ones(2, dtype=np.int64), np.ones(3, dtype=np.int64), 2)
+
+
+def test_swap_moves_each_gpus_shard_over_its_own_pcie_link() -> None:
+    tp1 = _cost_model("llama-3.1-70b", tensor_parallel=1)
+    tp4 = _cost_model("llama-3.1-70b", tensor_parallel=4)
+    assert tp1.swap_time(0) == 0.0
+    assert tp1.swap_time(2000) > tp1.swap_time(1000)
+    latency = load_gpu_profile("h100-sxm").p2p_latency_s
+    assert tp4.swap_time(1000) - latency == pytest.approx((tp1.swap_time(1000) - latency) / 4)
+
+
+@pytest.mark.benchmark
+def test_step_time_speed(benchmark: Callable[..., object]) -> None:
+    cost_model = _cost_model()
+    new = np.ones(32, dtype=np.int64)
+    ctx = np.full(32, 700, dtype=np.int64)
+    benchmark(cost_model.step_time, new, ctx, 32)

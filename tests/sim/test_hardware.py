@@ -1,0 +1,135 @@
+"""GPU profiles: the shipped files, aliases, user YAMLs and their error messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sim.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
+
+_SHIPPED = ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s"]
+
+
+def _h100_document() -> dict[str, object]:
+    """The shipped H100 profile as a plain mapping, to edit into user profiles."""
+    text = (
+        Path(__file__).resolve().parents[2] / "hardware_profiles" / "gpus" / "h100-sxm.yaml"
+    ).read_text(encoding="utf-8")
+    document = yaml.safe_load(text)
+    assert isinstance(document, dict)
+    return document
+
+
+def _write(tmp_path: Path, document: dict[str, object], name: str = "my-gpu.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+def test_all_shipped_profiles_are_listed() -> None:
+    assert list_gpu_profiles() == _SHIPPED
+
+
+@pytest.mark.parametrize("name", _SHIPPED)
+def test_shipped_profiles_load_with_uncalibrated_priors(name: str) -> None:
+    gpu = load_gpu_profile(name)
+    assert gpu.name == name
+    assert gpu.efficiency.calibrated is False
+    assert "uncalibrated" in gpu.efficiency.note.lower()
+    assert 0 < gpu.efficiency.memory_efficiency <= 1
+    assert gpu.memory_bytes > 40e9
+    assert gpu.peak_flops.int8 >= gpu.peak_flops.bf16
+
+
+@pytest.mark.parametrize(
+    ("alias", "canonical"),
+    [("a100", "a100-sxm-80gb"), ("H100", "h100-sxm"), ("h200", "h200-sxm"), ("L40S", "l40s")],
+)
+def test_aliases_and_case_resolve_to_canonical_profiles(alias: str, canonical: str) -> None:
+    assert load_gpu_profile(alias).name == canonical
+
+
+def test_h100_spec_sheet_numbers() -> None:
+    gpu = load_gpu_profile("h100-sxm")
+    assert gpu.peak_flops.bf16 == 989e12
+    assert gpu.memory_bandwidth_bytes_per_s == 3.35e12
+    assert gpu.memory_bytes == 80 * 2**30
+
+
+def test_fp8_weights_double_the_rate_where_fp8_cores_exist() -> None:
+    h100 = load_gpu_profile("h100")
+    assert h100.peak_flops.for_weights("fp8") == 2 * h100.peak_flops.for_weights("bf16")
+
+
+def test_a100_has_no_fp8_cores_so_fp8_weights_compute_at_bf16_rate() -> None:
+    a100 = load_gpu_profile("a100")
+    assert a100.peak_flops.fp8 is None
+    assert a100.peak_flops.for_weights("fp8") == a100.peak_flops.bf16
+
+
+def test_int4_weights_compute_at_bf16_rate() -> None:
+    h100 = load_gpu_profile("h100")
+    assert h100.peak_flops.for_weights("int4") == h100.peak_flops.bf16
+    assert h100.peak_flops.for_weights("int8") == h100.peak_flops.int8
+
+
+def test_gemm_efficiency_ramps_to_half_of_peak_at_the_ramp() -> None:
+    eff = load_gpu_profile("h100").efficiency
+    ramp = int(eff.gemm_ramp_tokens)
+    assert eff.gemm_efficiency(ramp) == pytest.approx(eff.gemm_peak_efficiency / 2)
+    assert eff.gemm_efficiency(1) < eff.gemm_efficiency(1024) < eff.gemm_peak_efficiency
+
+
+def test_user_profile_loads_from_a_path(tmp_path: Path) -> None:
+    document = _h100_document()
+    document["name"] = "My-GPU"
+    document["p2p_latency_s"] = "2e-5"  # YAML 1.1 reads this as a string; accept it
+    _write(tmp_path, document)
+    gpu = load_gpu_profile("my-gpu.yaml", base_dir=tmp_path)
+    assert gpu.name == "my-gpu"
+    assert gpu.p2p_latency_s == 2e-5
+
+
+def test_unknown_name_lists_the_shipped_profiles() -> None:
+    with pytest.raises(HardwareError, match=r"unknown GPU profile 'b200'.*h100-sxm"):
+        load_gpu_profile("b200")
+
+
+def test_missing_key_names_file_and_key(tmp_path: Path) -> None:
+    document = _h100_document()
+    del document["memory_bytes"]
+    path = _write(tmp_path, document)
+    with pytest.raises(HardwareError, match=r"my-gpu\.yaml: missing required key 'memory_bytes'"):
+        load_gpu_profile(str(path))
+
+
+def test_missing_nested_key_names_its_path(tmp_path: Path) -> None:
+    document = _h100_document()
+    efficiency = document["efficiency"]
+    assert isinstance(efficiency, dict)
+    del efficiency["kv_read_efficiency"]
+    with pytest.raises(HardwareError, match=r"'efficiency\.kv_read_efficiency'"):
+        load_gpu_profile(str(_write(tmp_path, document)))
+
+
+def test_bad_value_says_what_was_expected(tmp_path: Path) -> None:
+    document = _h100_document()
+    efficiency = document["efficiency"]
+    assert isinstance(efficiency, dict)
+    efficiency["memory_efficiency"] = 1.5
+    with pytest.raises(HardwareError, match=r"'efficiency\.memory_efficiency' must be a fraction"):
+        load_gpu_profile(str(_write(tmp_path, document)))
+
+
+def test_unknown_key_is_an_error(tmp_path: Path) -> None:
+    document = _h100_document()
+    document["memory_bandwith_bytes_per_s"] = 1  # misspelt
+    with pytest.raises(HardwareError, match=r"unknown key 'memory_bandwith_bytes_per_s'"):
+        load_gpu_profile(str(_write(tmp_path, document)))
+
+
+def test_missing_file_is_a_hardware_error(tmp_path: Path) -> None:
+    with pytest.raises(HardwareError, match="no such GPU profile file"):
+        load_gpu_profile(str(tmp_path / "absent.yaml"))
