@@ -38,7 +38,9 @@ def _user_errors(source: Path | None) -> Iterator[None]:
         message = str(err)
         if source is not None and str(source) not in message:
             message = f"{source}: {message}"
-        Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(
+            f"[bold red]error:[/] {message}", highlight=False, markup=True
+        )
         raise typer.Exit(2) from None
 
 
@@ -60,11 +62,17 @@ def run(
     with _user_errors(file):
         exp, base_dir = load_experiment(file, set_ or ())
 
-        def progress(arm: ArmResult) -> None:
-            console.print(f"  {arm.name}: simulated in {arm.wall_s:.1f} s wall", highlight=False)
-
         console.print(f"running {exp.name} ({len(exp.policies)} arms)")
-        result = run_experiment(exp, base_dir, on_arm_done=progress)
+        with console.status("starting") as status:
+
+            def arm_done(arm: ArmResult) -> None:
+                console.print(f"  {arm.name}: simulated in {arm.wall_s:.1f} s wall",
+                              highlight=False)
+
+            def progress(arm_name: str, now: float) -> None:
+                status.update(f"{arm_name}: simulated {now:,.0f} s")
+
+            result = run_experiment(exp, base_dir, on_arm_done=arm_done, on_progress=progress)
     out_dir = out or Path(exp.output.dir or f"results/{exp.name}")
     print_summary(result, console)
     for path in write_results(result, out_dir):

@@ -77,8 +77,11 @@ def slo_targets(exp: Experiment) -> SLOTargets:
                       e2e_s=exp.slo.e2e_p99_s)
 
 
-def run_experiment(exp: Experiment, base_dir: Path,
-                   on_arm_done: Callable[[ArmResult], None] | None = None) -> ExperimentResult:
+def run_experiment(
+    exp: Experiment, base_dir: Path, on_arm_done: Callable[[ArmResult], None] | None = None,
+    on_progress: Callable[[str, float], None] | None = None,
+) -> ExperimentResult:
+    """Simulate every arm; `on_progress(arm, simulated_seconds)` is called now and then."""
     deployment = resolve_deployment(exp, base_dir)
     traffic = build_traffic(exp.workload, seed=exp.seed, base_dir=base_dir,
                             max_model_len=deployment.max_model_len)
@@ -91,8 +94,13 @@ def run_experiment(exp: Experiment, base_dir: Path,
                          max_model_len=deployment.max_model_len)
             for _ in range(exp.replicas)
         ]
+        progress = None
+        if on_progress is not None:
+            def progress(now: float, arm_name: str = arm.name) -> None:
+                on_progress(arm_name, now)
         simulation = Simulation(policies, deployment.cost_model, traffic.traffic,
-                                ROUTERS[exp.router], max_model_len=deployment.max_model_len)
+                                ROUTERS[exp.router], max_model_len=deployment.max_model_len,
+                                on_progress=progress)
         record = simulation.run()
         requests = requests_table(record.requests)
         metrics = summarize(requests, record, warmup_s=exp.warmup_s, cooldown_s=exp.cooldown_s,

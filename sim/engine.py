@@ -13,6 +13,8 @@ from sim.policy_protocol import BatchingPolicy
 from sim.recorder import RunRecord
 from sim.request import Request, RequestStatus
 
+# Progress is reported every this many steps of a replica (cheap enough, frequent enough).
+_PROGRESS_EVERY_STEPS = 4096
 # A closed-loop user whose requests are all rejected would loop forever at one instant.
 _MAX_REJECTIONS_IN_A_ROW = 10_000
 
@@ -79,6 +81,7 @@ class Replica:
     def __init__(
         self, env: simpy.Environment, index: int, policy: BatchingPolicy,
         cost_model: StepCostModel, record: RunRecord, on_done: Callable[[Request], None],
+        on_progress: Callable[[float], None] | None = None,
     ) -> None:
         self.env = env
         self.index = index
@@ -86,6 +89,8 @@ class Replica:
         self.cost_model = cost_model
         self.record = record
         self.on_done = on_done
+        self.on_progress = on_progress
+        self._steps = 0
         self._wake = env.event()
         env.process(self._run())
 
@@ -131,6 +136,9 @@ class Replica:
             for request in outcome.finished:
                 request.finish_s = env.now
                 self.on_done(request)
+            self._steps += 1
+            if self.on_progress is not None and self._steps % _PROGRESS_EVERY_STEPS == 0:
+                self.on_progress(env.now)
 
 
 class Simulation:
@@ -139,13 +147,14 @@ class Simulation:
     def __init__(
         self, policies: Sequence[BatchingPolicy], cost_model: StepCostModel,
         traffic: Traffic, router: Router = round_robin, max_model_len: int | None = None,
+        on_progress: Callable[[float], None] | None = None,
     ) -> None:
         self.env = simpy.Environment()
         self.record = RunRecord(
             kv_blocks_per_replica=policies[0].pool.num_blocks, num_replicas=len(policies)
         )
         self.replicas = [
-            Replica(self.env, i, p, cost_model, self.record, self._on_done)
+            Replica(self.env, i, p, cost_model, self.record, self._on_done, on_progress)
             for i, p in enumerate(policies)
         ]
         self.router = router

@@ -1,4 +1,4 @@
-"""The block pool under random allocate/free sequences: no leaks, no double frees, all-or-nothing."""
+"""The block pool under random allocate/free sequences: no leaks, no double frees."""
 
 import pytest
 from hypothesis import strategies as st
