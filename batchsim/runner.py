@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,10 +15,10 @@ from batchsim.policy_factory import build_policy
 from batchsim.traffic import BuiltTraffic, build_traffic
 from sim.cost_model import RooflineCostModel
 from sim.engine import Router, Simulation, least_loaded, round_robin
-from sim.hardware import GpuProfile, load_gpu_profile
-from sim.memory import MemoryPlan, plan_memory
+from sim.hardware import GpuProfile, HardwareError, load_gpu_profile
+from sim.memory import MemoryPlan, ModelDoesNotFitError, plan_memory
 from sim.metrics import SLOTargets, summarize
-from sim.model_spec import ModelSpec, load_model
+from sim.model_spec import ModelError, ModelSpec, load_model
 from sim.tables import requests_table
 from sim.timeseries import bin_timeseries
 
@@ -55,13 +56,17 @@ class ExperimentResult:
 
 
 def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
-    model = load_model(exp.model, base_dir)
-    gpu = load_gpu_profile(exp.hardware, base_dir)
-    memory = plan_memory(
-        model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,
-        kv_dtype=exp.dtype.kv_cache, gpu_memory_utilization=exp.gpu_memory_utilization,
-        block_size=exp.kv_cache.block_size,
-    )
+    """Load the model and GPU, plan memory, build the cost model; errors name their key."""
+    with _keyed_error("model", ModelError):
+        model = load_model(exp.model, base_dir)
+    with _keyed_error("hardware", HardwareError):
+        gpu = load_gpu_profile(exp.hardware, base_dir)
+    with _keyed_error("tensor_parallel", ModelError, ModelDoesNotFitError):
+        memory = plan_memory(
+            model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,
+            kv_dtype=exp.dtype.kv_cache, gpu_memory_utilization=exp.gpu_memory_utilization,
+            block_size=exp.kv_cache.block_size,
+        )
     cost = RooflineCostModel(model, gpu, tensor_parallel=exp.tensor_parallel,
                              weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache)
     swap_blocks = int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes)
@@ -70,6 +75,15 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
         num_blocks=exp.kv_cache.num_blocks or memory.num_blocks, swap_blocks=swap_blocks,
         max_model_len=exp.max_model_len or model.max_position_embeddings, cost_model=cost,
     )
+
+
+@contextmanager
+def _keyed_error(key: str, *kinds: type[ValueError]) -> Iterator[None]:
+    """Re-raise a loader error with the experiment key it came from in front."""
+    try:
+        yield
+    except kinds as err:
+        raise type(err)(f"{key}: {err}") from err
 
 
 def slo_targets(exp: Experiment) -> SLOTargets:
