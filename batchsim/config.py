@@ -340,6 +340,14 @@ class OutputConfig(ConfigModel):
     """Width in seconds of the bins of the time series (batch size, KV use, queue length)."""
 
 
+class EngineConfig(ConfigModel):
+    """How the simulation engine advances time (never what it computes)."""
+
+    fast_path: bool = True
+    """Advance a decode-only batch over many steps in one event when nothing can change it in
+    between (exact: the same results as stepping one by one). False steps one by one."""
+
+
 class Experiment(ConfigModel):
     """One experiment: a model on a GPU, a request stream, and the batching policies (arms)
     that each serve that same stream."""
@@ -381,6 +389,8 @@ class Experiment(ConfigModel):
     """The arms: batching policies, each run on the same request stream; names are unique."""
     output: OutputConfig = Field(default_factory=OutputConfig)
     """Where results go."""
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    """Simulation-engine settings."""
 
     @model_validator(mode="after")
     def _arm_names_unique(self) -> Self:

@@ -114,7 +114,7 @@ def run_experiment(
                 on_progress(arm_name, now)
         simulation = Simulation(policies, deployment.cost_model, traffic.traffic,
                                 ROUTERS[exp.router], max_model_len=deployment.max_model_len,
-                                on_progress=progress)
+                                fast_path=exp.engine.fast_path, on_progress=progress)
         record = simulation.run()
         requests = requests_table(record.requests)
         metrics = summarize(requests, record, warmup_s=exp.warmup_s, cooldown_s=exp.cooldown_s,

@@ -12,11 +12,14 @@ from __future__ import annotations
 import math
 from collections import deque
 
+import numpy as np
+
 from policies.budget import StepBudget
 from policies.preemption import PreemptionMode, preempt, swap_in
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request, RequestStatus
 from sim.step_plan import StepOutcome, StepPlan, apply_tokens
+from sim.stretch import extra_blocks_by_step
 
 
 class ContinuousBatching:
@@ -115,6 +118,22 @@ class ContinuousBatching:
             self.running.append(request)
             budget.take(need)
             plan.add(request, need)
+
+    def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
+        """Steps until the running batch would need more KV blocks than are free.
+
+        Requests left waiting stay blocked while the batch only decodes: its sequence and token
+        counts do not change and its free KV only shrinks. A batch that left running requests
+        unscheduled (token budget) steps normally.
+        """
+        if len(plan.requests) != len(self.running):
+            return 1
+        count = len(plan.requests)
+        tokens = np.fromiter((r.num_tokens for r in plan.requests), dtype=np.int64, count=count)
+        held = np.fromiter((self.pool.held(r.request_id) for r in plan.requests),
+                           dtype=np.int64, count=count)
+        extra = extra_blocks_by_step(tokens, held, self.pool.block_size, horizon)
+        return int(np.searchsorted(extra, self.pool.num_free, side="right"))
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
         outcome = apply_tokens(plan)

@@ -35,7 +35,6 @@ class StaticBatching:
         self.batch: list[Request] = []
         self.padded_prompt = 0
         self.prefilled = False
-        self.decode_steps = 0
 
     @property
     def num_running(self) -> int:
@@ -99,7 +98,6 @@ class StaticBatching:
         self.batch = taken
         self.padded_prompt = padded
         self.prefilled = False
-        self.decode_steps = 0
 
     def _prefill_plan(self) -> StepPlan:
         plan = StepPlan()
@@ -117,18 +115,22 @@ class StaticBatching:
             if not request.is_finished:
                 plan.add(request, 1)
         size = len(self.batch)  # finished slots still compute (padding)
-        context = self.padded_prompt + self.decode_steps
+        # Every slot holds the padded prompt plus one token per decode step so far, and the
+        # unfinished requests have generated one token more than that.
+        context = self.padded_prompt + plan.requests[0].num_generated - 1
         plan.cost_new_tokens = np.ones(size, dtype=np.int64)
         plan.cost_context_tokens = np.full(size, context, dtype=np.int64)
         plan.num_emitting = size
         return plan
 
+    def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
+        """A prefilled batch decodes unchanged until a request finishes; arrivals just queue."""
+        return horizon if self.prefilled else 1
+
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
         outcome = apply_tokens(plan)
         for request in outcome.finished:
             request.status = RequestStatus.FINISHED
-        if self.prefilled:
-            self.decode_steps += 1
         self.prefilled = True
         if all(r.is_finished for r in self.batch):
             for request in self.batch:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -23,6 +24,8 @@ from sim.model_spec import ModelSpec
 # The caches hold one entry per distinct token count; a long run with chunked prefill sees at
 # most a few thousand, so the bound only guards against pathological inputs.
 _MAX_CACHE_ENTRIES = 100_000
+
+_FloatOrArray = TypeVar("_FloatOrArray", float, np.ndarray)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +188,7 @@ class RooflineCostModel:
                 decode_kv_tokens = float(context_tokens.sum()) + num_seqs
             else:
                 decode_kv_tokens = self._decode_kv_tokens(new_tokens, context_tokens)
-            return decode_kv_tokens * self.kv_bytes_per_token_per_gpu / self._kv_read_rate
+            return self._decode_attention_s(decode_kv_tokens)
 
         prefill_new = new_tokens[is_prefill]
         prefill_context = context_tokens[is_prefill]
@@ -202,6 +205,31 @@ class RooflineCostModel:
             / self._kv_read_rate
         )
         return max(compute_s, read_s) + decode_s
+
+    def decode_step_seconds(
+        self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
+        num_steps: int,
+    ) -> np.ndarray:
+        """Durations of `num_steps` consecutive decode steps of one unchanged batch.
+
+        Step j is the step `step_time` would cost with every context grown by j: the linear
+        layers, communication and overhead are the same each step, and only the KV read grows.
+        Computed with the same operations in the same order as `step_time`, so each element
+        equals `step_time(...).seconds` exactly — the fast path's results depend on that.
+        """
+        if not (new_tokens == 1).all():
+            raise ValueError("decode_step_seconds needs a decode-only batch (one token each)")
+        first = self.step_time(new_tokens, context_tokens, num_emitting)
+        num_seqs = new_tokens.shape[0]
+        kv_tokens = (
+            float(context_tokens.sum()) + num_seqs * np.arange(num_steps, dtype=np.float64)
+        ) + num_seqs
+        attention_s = self._decode_attention_s(kv_tokens)
+        return ((first.linear_s + attention_s) + first.communication_s) + first.overhead_s
+
+    def _decode_attention_s(self, kv_tokens: _FloatOrArray) -> _FloatOrArray:
+        """Time to read `kv_tokens` cached tokens' K and V (scalar or one per step)."""
+        return kv_tokens * self.kv_bytes_per_token_per_gpu / self._kv_read_rate
 
     @staticmethod
     def _decode_kv_tokens(new_tokens: np.ndarray, context_tokens: np.ndarray) -> float:

@@ -12,6 +12,8 @@ import simpy
 from sim.policy_protocol import BatchingPolicy
 from sim.recorder import RunRecord
 from sim.request import Request, RequestStatus
+from sim.step_plan import StepPlan
+from sim.stretch import advance_decode_steps, is_decode_only, steps_until_first_finish
 
 # Progress is reported every this many steps of a replica (cheap enough, frequent enough).
 _PROGRESS_EVERY_STEPS = 4096
@@ -30,6 +32,11 @@ class StepCostModel(Protocol):
     ) -> _HasSeconds: ...
 
     def swap_time(self, num_tokens: int) -> float: ...
+
+    def decode_step_seconds(
+        self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
+        num_steps: int,
+    ) -> np.ndarray: ...
 
 
 class _HasSeconds(Protocol):
@@ -81,7 +88,7 @@ class Replica:
     def __init__(
         self, env: simpy.Environment, index: int, policy: BatchingPolicy,
         cost_model: StepCostModel, record: RunRecord, on_done: Callable[[Request], None],
-        on_progress: Callable[[float], None] | None = None,
+        *, fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
     ) -> None:
         self.env = env
         self.index = index
@@ -89,6 +96,7 @@ class Replica:
         self.cost_model = cost_model
         self.record = record
         self.on_done = on_done
+        self.fast_path = fast_path
         self.on_progress = on_progress
         self._steps = 0
         self._wake = env.event()
@@ -119,26 +127,73 @@ class Replica:
                 if self._wake.triggered:
                     self._wake = env.event()
                 continue
-            start = env.now
-            duration = self.cost_model.step_time(
-                plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting
-            ).seconds
-            if plan.swap_tokens:
-                duration += self.cost_model.swap_time(plan.swap_tokens)
-            yield env.timeout(duration)
-            outcome = self.policy.on_step_done(plan, env.now)
-            self.record.record_tokens(outcome.emitted, env.now)
-            self.record.steps.append(
-                start, duration, self.index, len(plan.requests), plan.total_new_tokens,
-                len(outcome.emitted), self.policy.pool.num_used, self.policy.num_waiting,
-                len(plan.preempted),
+            steps = self._repeatable_steps(plan)
+            if steps > 1:
+                yield from self._run_stretch(plan, steps)
+            else:
+                yield from self._run_step(plan)
+
+    def _repeatable_steps(self, plan: StepPlan) -> int:
+        """How many steps the fast path may take in one event (1: step normally)."""
+        if not self.fast_path or plan.preempted or plan.swap_tokens or not is_decode_only(plan):
+            return 1
+        horizon = steps_until_first_finish(plan)
+        return self.policy.repeatable_steps(plan, horizon) if horizon > 1 else 1
+
+    def _run_step(self, plan: StepPlan) -> Process:
+        start = self.env.now
+        duration = self.cost_model.step_time(
+            plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting
+        ).seconds
+        if plan.swap_tokens:
+            duration += self.cost_model.swap_time(plan.swap_tokens)
+        yield self.env.timeout(duration)
+        self._finish_step(plan, start, duration)
+
+    def _run_stretch(self, plan: StepPlan, steps: int) -> Process:
+        """Up to `steps` decode steps in one event, cut short exactly by an arrival.
+
+        An arrival during step j joins the batch at the end of step j, as it would stepping one
+        by one, so the stretch stops there: steps 0..j-1 are applied in bulk, step j normally.
+        """
+        env = self.env
+        start = env.now
+        durations = self.cost_model.decode_step_seconds(
+            plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting, steps
+        )
+        ends = np.cumsum(np.concatenate(([start], durations)))[1:]
+        waiting = self.policy.num_waiting  # constant until the arrival that ends the stretch
+        self._wake = env.event()
+        yield self._wake | env.timeout(ends[-1] - start)
+        if env.now < ends[-1]:  # woken by an arrival
+            steps = int(np.searchsorted(ends, env.now, side="left")) + 1
+            if ends[steps - 1] > env.now:
+                yield env.timeout(ends[steps - 1] - env.now)
+        if steps > 1:
+            advance_decode_steps(
+                plan, ends[: steps - 1], durations[: steps - 1], pool=self.policy.pool,
+                record=self.record, replica=self.index, num_waiting=waiting,
             )
-            for request in outcome.finished:
-                request.finish_s = env.now
-                self.on_done(request)
-            self._steps += 1
-            if self.on_progress is not None and self._steps % _PROGRESS_EVERY_STEPS == 0:
-                self.on_progress(env.now)
+            self._steps += steps - 1
+        self._finish_step(plan, float(ends[steps - 2]) if steps > 1 else start,
+                          float(durations[steps - 1]))
+
+    def _finish_step(self, plan: StepPlan, start: float, duration: float) -> None:
+        """Apply the step that just ended, record it, and hand finished requests back."""
+        now = self.env.now
+        outcome = self.policy.on_step_done(plan, now)
+        self.record.record_tokens(outcome.emitted, now)
+        self.record.steps.append(
+            start, duration, self.index, len(plan.requests), plan.total_new_tokens,
+            len(outcome.emitted), self.policy.pool.num_used, self.policy.num_waiting,
+            len(plan.preempted),
+        )
+        for request in outcome.finished:
+            request.finish_s = now
+            self.on_done(request)
+        self._steps += 1
+        if self.on_progress is not None and self._steps % _PROGRESS_EVERY_STEPS == 0:
+            self.on_progress(now)
 
 
 class Simulation:
@@ -147,14 +202,15 @@ class Simulation:
     def __init__(
         self, policies: Sequence[BatchingPolicy], cost_model: StepCostModel,
         traffic: Traffic, router: Router = round_robin, max_model_len: int | None = None,
-        on_progress: Callable[[float], None] | None = None,
+        fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
     ) -> None:
         self.env = simpy.Environment()
         self.record = RunRecord(
             kv_blocks_per_replica=policies[0].pool.num_blocks, num_replicas=len(policies)
         )
         self.replicas = [
-            Replica(self.env, i, p, cost_model, self.record, self._on_done, on_progress)
+            Replica(self.env, i, p, cost_model, self.record, self._on_done,
+                    fast_path=fast_path, on_progress=on_progress)
             for i, p in enumerate(policies)
         ]
         self.router = router

@@ -29,6 +29,14 @@ class BatchingPolicy(Protocol):
         """Apply the step's tokens, release what finished, and report it."""
         ...
 
+    def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
+        """The fast path's question (DESIGN §11): of the next `horizon` steps, how many would
+        repeat `plan` unchanged — each request one more token, contexts one longer — if nothing
+        arrived? Answer 1 to step normally. The engine asks only about decode-only plans without
+        preemption, and bounds `horizon` by the first request to finish; the policy bounds it by
+        whatever it owns (KV blocks, queued requests it might admit)."""
+        ...
+
     def has_work(self) -> bool: ...
 
     @property

@@ -38,6 +38,27 @@ class StepLog:
         self.num_waiting.append(waiting)
         self.preempted.append(preempted)
 
+    def extend(
+        self, *, start_s: np.ndarray, duration_s: np.ndarray, replica: int, num_seqs: int,
+        new_tokens: int, emitted: int, kv_used: np.ndarray, waiting: int,
+    ) -> None:
+        """Append one row per element of `start_s`; scalars repeat, no preemptions."""
+        count = start_s.size
+
+        def put(column: array, values: np.ndarray | int) -> None:
+            typed = np.broadcast_to(np.asarray(values, dtype=column.typecode), (count,))
+            column.frombytes(np.ascontiguousarray(typed).tobytes())
+
+        put(self.start_s, start_s)
+        put(self.duration_s, duration_s)
+        put(self.replica, replica)
+        put(self.num_seqs, num_seqs)
+        put(self.new_tokens, new_tokens)
+        put(self.emitted_tokens, emitted)
+        put(self.kv_used_blocks, kv_used)
+        put(self.num_waiting, waiting)
+        put(self.preempted, 0)
+
     def as_arrays(self) -> dict[str, np.ndarray]:
         return {name: np.frombuffer(getattr(self, name), dtype=getattr(self, name).typecode)
                 for name in self.__slots__}

@@ -16,8 +16,8 @@ class CheckedPolicy:
         self.max_seqs = max_seqs
         self.max_tokens = max_tokens
         self.steps = 0
-        self.computed_tokens = 0
         self.preempting_steps = 0
+        self.stretched_steps = 0  # steps the fast path may apply without on_step_done
 
     @property
     def num_running(self) -> int:
@@ -29,6 +29,12 @@ class CheckedPolicy:
 
     def has_work(self) -> bool:
         return self.inner.has_work()
+
+    def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
+        steps = self.inner.repeatable_steps(plan, horizon)
+        assert 1 <= steps <= horizon
+        self.stretched_steps += steps - 1
+        return steps
 
     def add_request(self, request: Request, now: float) -> bool:
         accepted = self.inner.add_request(request, now)
@@ -57,7 +63,6 @@ class CheckedPolicy:
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
         self.steps += 1
-        self.computed_tokens += plan.total_new_tokens
         outcome = self.inner.on_step_done(plan, now)
         for request in outcome.finished:
             assert request.num_generated == request.output_tokens

@@ -1,0 +1,93 @@
+"""The fast path: advance a decode-only batch over many steps at once, exactly (DESIGN §11).
+
+Between two scheduling changes a decode-only batch evolves deterministically: every sequence
+gets one token per step and its context grows by one. A policy says how many steps its plan
+would repeat unchanged (its `repeatable_steps`); the engine bounds that by the first sequence to
+finish, times all steps in bulk, and applies all but the last here — token accounts, KV blocks,
+inter-token gaps and step-log rows exactly as stepping one by one would have produced them. The
+last step of a stretch goes through the policy's ordinary `on_step_done`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.kv_cache import KVBlockPool
+from sim.recorder import RunRecord
+from sim.step_plan import StepPlan
+
+
+def is_decode_only(plan: StepPlan) -> bool:
+    """Every scheduled request has its first token and computes exactly its one pending token.
+
+    (A one-token prompt's prefill looks like a decode step but must set the first token.)
+    """
+    return all(
+        n == 1 and r.num_generated > 0 and r.num_computed_tokens + 1 == r.num_tokens
+        for r, n in zip(plan.requests, plan.num_new_tokens, strict=True)
+    )
+
+
+def steps_until_first_finish(plan: StepPlan) -> int:
+    """Steps, starting with `plan`, up to and including the one where a request finishes."""
+    return min(r.output_tokens - r.num_generated for r in plan.requests)
+
+
+def extra_blocks_by_step(
+    tokens: np.ndarray, held: np.ndarray, block_size: int, num_steps: int
+) -> np.ndarray:
+    """Cumulative KV blocks, beyond those held, that steps 0..num_steps-1 need in total.
+
+    At step j request r needs blocks for `tokens[r] + j` tokens. Its first extra block is
+    needed at step f = held·block_size − tokens + 1, then one more every `block_size` steps;
+    the events are counted per step and summed, without a (steps × requests) matrix.
+    """
+    first = held * block_size - tokens + 1
+    first = np.maximum(first, 0)
+    counts = np.maximum(0, -(-(num_steps - first) // block_size))
+    total = int(counts.sum())
+    per_step = np.zeros(num_steps, dtype=np.int64)
+    if total:
+        starts = np.repeat(first, counts)
+        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        per_step = np.bincount(starts + offsets * block_size, minlength=num_steps)
+    return np.cumsum(per_step)
+
+
+def advance_decode_steps(
+    plan: StepPlan, ends: np.ndarray, durations: np.ndarray, *, pool: KVBlockPool,
+    record: RunRecord, replica: int, num_waiting: int,
+) -> None:
+    """Apply `len(ends)` decode steps of `plan` that ended at `ends`, none finishing a request.
+
+    Afterwards every request holds the KV blocks for the step that follows (the stretch's last),
+    as the policy's schedule would have allocated them.
+    """
+    steps = ends.size
+    requests = plan.requests
+    n = len(requests)
+    ids = np.fromiter((r.request_id for r in requests), dtype=np.int64, count=n)
+    tokens = np.fromiter((r.num_tokens for r in requests), dtype=np.int64, count=n)
+    held = np.fromiter((pool.held(r.request_id) for r in requests), dtype=np.int64, count=n)
+    last_token = np.fromiter((r.last_token_s for r in requests), dtype=np.float64, count=n)
+    used_before = pool.num_used
+    extra = extra_blocks_by_step(tokens, held, pool.block_size, steps + 1)
+
+    for request in requests:
+        request.num_computed_tokens += steps
+        request.num_generated += steps
+        request.last_token_s = float(ends[-1])
+        assert pool.allocate(request.request_id, request.num_tokens), "stretch ran out of KV"
+
+    # Inter-token gaps in the order stepping one by one appends them: step-major.
+    gaps = np.empty((steps, n))
+    gaps[0] = ends[0] - last_token
+    gaps[1:] = np.diff(ends)[:, None]
+    record.itl_s.frombytes(gaps.tobytes())
+    record.itl_request.frombytes(np.tile(ids, steps).tobytes())
+
+    starts = np.concatenate(([ends[0] - durations[0]], ends[:-1]))
+    record.steps.extend(
+        start_s=starts, duration_s=durations, replica=replica, num_seqs=n, new_tokens=n,
+        emitted=n, kv_used=used_before + extra[:steps], waiting=num_waiting,
+    )

@@ -1,0 +1,85 @@
+"""The fast path (many decode steps per event) gives the results of stepping one by one."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from batchsim.runner import ExperimentResult
+from tests.validation.experiment_builder import base_experiment, run_dict
+
+arms = st.sampled_from([
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 64},
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 16, "preemption": "swap"},
+    {"name": "arm", "kind": "static", "max_batch_size": 8, "max_output_tokens": 400},
+    {"name": "arm", "kind": "static", "max_batch_size": 16, "max_wait_s": 0.2,
+     "max_output_tokens": 400},
+])
+arrivals = st.one_of(
+    st.builds(lambda r: {"kind": "poisson", "rate": r}, st.floats(0.5, 60.0)),
+    st.builds(lambda r, cv: {"kind": "gamma", "rate": r, "cv": cv},
+              st.floats(0.5, 60.0), st.floats(0.3, 4.0)),
+    st.builds(lambda c, t: {"kind": "closed_loop", "concurrency": c, "think_time_s": t},
+              st.integers(1, 48), st.sampled_from([0.0, 0.05, 0.7])),
+)
+
+
+def _same_number(a: object, b: object, where: str) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for key in a:
+            _same_number(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, bool | int) or a is None:
+        assert a == b, where  # integers and flags must be identical
+    else:
+        assert isinstance(a, float) and isinstance(b, float), where
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), (where, a, b)
+
+
+def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert list(a.columns) == list(b.columns)
+    for column in a.columns:
+        x, y = a[column].to_numpy(), b[column].to_numpy()
+        if x.dtype.kind == "f":
+            assert np.allclose(x, y, rtol=1e-9, atol=1e-12, equal_nan=True), column
+        else:
+            assert (x == y).all(), column
+
+
+def _assert_equivalent(fast: ExperimentResult, slow: ExperimentResult) -> None:
+    for f, s in zip(fast.arms, slow.arms, strict=True):
+        _same_number(f.metrics, s.metrics, f.name)
+        _same_table(f.requests, s.requests)
+        _same_table(f.timeseries, s.timeseries)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arm=arms, arrival=arrivals, blocks=st.sampled_from([None, 120, 400, 2000]),
+       prompt_mean=st.integers(8, 600), output_mean=st.integers(2, 300),
+       replicas=st.integers(1, 2), seed=st.integers(0, 1000))
+def test_fast_path_matches_stepping_one_by_one(tmp_path: Path, arm, arrival, blocks,
+                                               prompt_mean, output_mean, replicas, seed):
+    exp = base_experiment(
+        seed=seed,
+        max_model_len=2048,
+        replicas=replicas,
+        router="least_loaded",
+        kv_cache={"num_blocks": blocks},
+        workload={
+            "arrivals": arrival,
+            "prompt_tokens": {"kind": "lognormal", "mean": prompt_mean, "cv": 1.0},
+            "output_tokens": {"kind": "geometric", "mean": output_mean},
+            "num_requests": 60,
+        },
+        policies=[arm],
+        output={"timeseries_bin_s": 0.5},
+    )
+    fast = run_dict(tmp_path, exp, "engine.fast_path=true")
+    slow = run_dict(tmp_path, exp, "engine.fast_path=false")
+    _assert_equivalent(fast, slow)
