@@ -51,6 +51,9 @@ class KVBlockPool:
         Returns False, changing nothing, when the pool lacks the blocks: the caller decides
         whether to preempt someone and retry.
         """
+        blocks = self._owned.get(owner)
+        if blocks is not None and total_tokens <= len(blocks) * self.block_size:
+            return True  # the common case: the last block still has room
         need = self.extra_blocks_needed(owner, total_tokens)
         if need == 0:
             return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -45,19 +46,16 @@ class StepLog:
         """Append one row per element of `start_s`; scalars repeat, no preemptions."""
         count = start_s.size
 
-        def put(column: array, values: np.ndarray | int) -> None:
-            typed = np.broadcast_to(np.asarray(values, dtype=column.typecode), (count,))
-            column.frombytes(np.ascontiguousarray(typed).tobytes())
+        def put(column: array, values: np.ndarray) -> None:
+            column.frombytes(values.astype(column.typecode, copy=False).tobytes())
 
         put(self.start_s, start_s)
         put(self.duration_s, duration_s)
-        put(self.replica, replica)
-        put(self.num_seqs, num_seqs)
-        put(self.new_tokens, new_tokens)
-        put(self.emitted_tokens, emitted)
         put(self.kv_used_blocks, kv_used)
-        put(self.num_waiting, waiting)
-        put(self.preempted, 0)
+        for column, value in ((self.replica, replica), (self.num_seqs, num_seqs),
+                              (self.new_tokens, new_tokens), (self.emitted_tokens, emitted),
+                              (self.num_waiting, waiting), (self.preempted, 0)):
+            column.extend(repeat(value, count))
 
     def as_arrays(self) -> dict[str, np.ndarray]:
         return {name: np.frombuffer(getattr(self, name), dtype=getattr(self, name).typecode)

@@ -16,6 +16,9 @@ from sim.kv_cache import KVBlockPool
 from sim.recorder import RunRecord
 from sim.step_plan import StepPlan
 
+# Up to this many (step, request) pairs, extra KV blocks are counted densely.
+_DENSE_LIMIT = 4096
+
 
 def is_decode_only(plan: StepPlan) -> bool:
     """Every scheduled request has its first token and computes exactly its one pending token.
@@ -42,8 +45,12 @@ def extra_blocks_by_step(
     needed at step f = held·block_size − tokens + 1, then one more every `block_size` steps;
     the events are counted per step and summed, without a (steps × requests) matrix.
     """
-    first = held * block_size - tokens + 1
-    first = np.maximum(first, 0)
+    first = np.maximum(held * block_size - tokens + 1, 0)
+    if num_steps * tokens.size <= _DENSE_LIMIT:
+        # Small stretches: count each request's extra blocks at every step directly.
+        steps = np.arange(num_steps)[:, None]
+        extra = np.where(steps >= first, (steps - first) // block_size + 1, 0)
+        return extra.sum(axis=1)
     counts = np.maximum(0, -(-(num_steps - first) // block_size))
     total = int(counts.sum())
     per_step = np.zeros(num_steps, dtype=np.int64)
@@ -73,18 +80,22 @@ def advance_decode_steps(
     used_before = pool.num_used
     extra = extra_blocks_by_step(tokens, held, pool.block_size, steps + 1)
 
+    last = float(ends[-1])
     for request in requests:
         request.num_computed_tokens += steps
         request.num_generated += steps
-        request.last_token_s = float(ends[-1])
-        assert pool.allocate(request.request_id, request.num_tokens), "stretch ran out of KV"
+        request.last_token_s = last
+    # Only the requests crossing a block boundary need blocks (repeatable_steps made room).
+    short = -(-(tokens + steps) // pool.block_size) > held
+    for i in np.flatnonzero(short).tolist():
+        assert pool.allocate(int(ids[i]), int(tokens[i]) + steps), "stretch ran out of KV"
 
     # Inter-token gaps in the order stepping one by one appends them: step-major.
     gaps = np.empty((steps, n))
     gaps[0] = ends[0] - last_token
     gaps[1:] = np.diff(ends)[:, None]
     record.itl_s.frombytes(gaps.tobytes())
-    record.itl_request.frombytes(np.tile(ids, steps).tobytes())
+    record.itl_request.frombytes(np.repeat(ids[None, :], steps, axis=0).tobytes())
 
     starts = np.concatenate(([ends[0] - durations[0]], ends[:-1]))
     record.steps.extend(
