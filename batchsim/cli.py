@@ -10,11 +10,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from batchsim.calibrate_cli import calibrate_app
 from batchsim.config_loader import ConfigError, dump_resolved, load_experiment
 from batchsim.console import print_summary
 from batchsim.outputs import write_results
 from batchsim.policy_factory import ArmError
 from batchsim.runner import ArmResult, run_experiment
+from sim.calibration.summary import calibration_summary
 from sim.engine import SimulationStalled
 from sim.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 from sim.memory import ModelDoesNotFitError
@@ -25,6 +27,7 @@ app = typer.Typer(
     help="Discrete-event simulator of LLM-serving batching policies.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
 )
+app.add_typer(calibrate_app, name="calibrate")
 _USER_ERRORS = (ConfigError, ArmError, HardwareError, ModelError, ModelDoesNotFitError,
                 WorkloadError)
 
@@ -91,11 +94,10 @@ def validate(file: FileArg, set_: SetOpt = None) -> None:
 
 @app.command()
 def profiles() -> None:
-    """List the shipped GPU hardware profiles."""
+    """List the shipped GPU hardware profiles, their calibration and held-out error."""
     for name in list_gpu_profiles():
         gpu = load_gpu_profile(name)
-        status = "calibrated" if gpu.efficiency.calibrated else "uncalibrated priors"
-        typer.echo(f"{name:16s} {gpu.memory_bytes / 1e9:6.1f} GB  {status}")
+        typer.echo(f"{name:16s} {gpu.memory_bytes / 1e9:6.1f} GB  {calibration_summary(gpu)}")
 
 
 @app.command()

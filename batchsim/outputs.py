@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from batchsim.runner import ExperimentResult
+from sim.hardware import GpuProfile
 
 _VERSIONED = ("batchsim", "simpy", "numpy", "pandas", "pyarrow", "pydantic")
 
@@ -49,6 +50,7 @@ def summary_document(result: ExperimentResult) -> dict[str, object]:
             "model": d.model.name,
             "hardware": d.gpu.name,
             "hardware_calibrated": d.gpu.efficiency.calibrated,
+            "hardware_heldout_error": _heldout_error(d.gpu),
             "hardware_source": d.gpu.source,
             "max_model_len": d.max_model_len,
             "kv_blocks_per_replica": d.num_blocks,
@@ -59,6 +61,16 @@ def summary_document(result: ExperimentResult) -> dict[str, object]:
             "traffic": result.traffic.source,
         },
         "rows": [{"arm": arm.name, "point": {}, "metrics": arm.metrics} for arm in result.arms],
+    }
+
+
+def _heldout_error(gpu: GpuProfile) -> dict[str, dict[str, float]] | None:
+    """The profile's held-out operator error (docs/fidelity.md), None for a spec-only one."""
+    if gpu.calibration is None:
+        return None
+    return {
+        family: {"median_ape": error.median_ape, "p90_ape": error.p90_ape}
+        for family, error in gpu.calibration.heldout_error.items()
     }
 
 

@@ -1,9 +1,11 @@
 """The roofline cost of one engine step (DESIGN §3), cheap enough to call every simulated step.
 
-Each GEMM costs the larger of its compute time and its memory time: with few tokens the
-weights streaming from HBM dominate (why batching decode is nearly free), with many tokens the
-FLOPs do (why prefill is expensive). Attention adds prefill FLOPs and decode KV reads; tensor
+Each GEMM is bound by its compute time or its memory time: with few tokens the weights
+streaming from HBM dominate (why batching decode is nearly free), with many tokens the FLOPs do
+(why prefill is expensive). Attention adds prefill FLOPs and decode KV reads; tensor
 parallelism adds two all-reduces per layer; every step pays a fixed and a per-sequence overhead.
+The per-operator formulas are `sim.roofline`'s, the functions the calibration fit scores
+against measurements; this module applies them to a model's shapes and caches what it can.
 
 All shapes are per GPU: tensor parallelism splits N of the QKV and gate/up projections and K of
 the output and down projections (Megatron-style), and the LM head by vocabulary.
@@ -20,6 +22,14 @@ import numpy as np
 from sim.dtypes import ACTIVATION_BYTES, bytes_per_element, check_kv_dtype, check_weight_dtype
 from sim.hardware import GpuProfile
 from sim.model_spec import ModelSpec
+from sim.roofline import (
+    allreduce_seconds,
+    decode_attention_variable_seconds,
+    gemm_parts,
+    gemm_seconds,
+    prefill_attention_shape,
+    prefill_attention_variable_seconds,
+)
 
 # The caches hold one entry per distinct token count; a long run with chunked prefill sees at
 # most a few thousand, so the bound only guards against pathological inputs.
@@ -44,16 +54,22 @@ class RooflineCostModel:
     """Step and swap times of one replica: `model` on `tensor_parallel` GPUs of kind `gpu`."""
 
     __slots__ = (
-        "_allreduce_fixed_s",
-        "_allreduce_per_token_s",
-        "_attention_flops_per_work",
-        "_attention_flops_rate",
-        "_kv_read_rate",
+        "_allreduce_bytes_per_token",
+        "_allreduce_count",
+        "_attention_launch_s",
+        "_attention_peak_flops",
+        "_efficiency",
+        "_head_dim",
+        "_kv_element_bytes",
+        "_kv_heads",
         "_layer_cache",
         "_layer_gemms",
+        "_layers",
         "_lm_head_cache",
         "_lm_head_gemm",
+        "_memory_bw",
         "_per_seq_overhead_s",
+        "_q_heads",
         "_step_overhead_s",
         "gpu",
         "kv_bytes_per_token_per_gpu",
@@ -109,21 +125,21 @@ class RooflineCostModel:
         self._layer_cache: dict[int, tuple[float, float, bool]] = {}
         self._lm_head_cache: dict[int, float] = {}
 
-        self._attention_flops_per_work = 4.0 * d * q_heads * layers
-        self._attention_flops_rate = gpu.peak_flops.bf16 * eff.attention_compute_efficiency
-        self.kv_bytes_per_token_per_gpu = 2.0 * layers * kv_heads * d * bytes_per_element(kv_dtype)
-        self._kv_read_rate = gpu.memory_bandwidth_bytes_per_s * eff.kv_read_efficiency
+        # Attention is priced per layer by sim.roofline (the functions the fit uses), times L.
+        self._efficiency = eff
+        self._attention_launch_s = eff.attention_launch_s
+        self._attention_peak_flops = gpu.peak_flops.bf16
+        self._memory_bw = gpu.memory_bandwidth_bytes_per_s
+        self._layers = float(layers)
+        self._q_heads = float(q_heads)
+        self._kv_heads = float(kv_heads)
+        self._head_dim = float(d)
+        self._kv_element_bytes = bytes_per_element(kv_dtype)
+        self.kv_bytes_per_token_per_gpu = 2.0 * layers * kv_heads * d * self._kv_element_bytes
 
-        if tp > 1:
-            # Two ring all-reduces per layer (after attention and after the MLP).
-            ring_bytes_per_token = 2.0 * (tp - 1) / tp * h * ACTIVATION_BYTES
-            self._allreduce_fixed_s = 2 * layers * eff.allreduce_latency_s
-            self._allreduce_per_token_s = (
-                2 * layers * ring_bytes_per_token / gpu.intra_node_bandwidth_bytes_per_s
-            )
-        else:
-            self._allreduce_fixed_s = 0.0
-            self._allreduce_per_token_s = 0.0
+        # Two all-reduces per layer (after attention and after the MLP), none without TP.
+        self._allreduce_count = 2 * layers if tp > 1 else 0
+        self._allreduce_bytes_per_token = h * ACTIVATION_BYTES
         self._step_overhead_s = eff.step_overhead_s
         self._per_seq_overhead_s = eff.per_seq_overhead_s
 
@@ -188,23 +204,28 @@ class RooflineCostModel:
                 decode_kv_tokens = float(context_tokens.sum()) + num_seqs
             else:
                 decode_kv_tokens = self._decode_kv_tokens(new_tokens, context_tokens)
-            return self._decode_attention_s(decode_kv_tokens)
+            return self._decode_attention_s(decode_kv_tokens, num_seqs)
 
+        # One attention kernel per layer serves the whole mixed batch (FlashAttention varlen):
+        # one launch, the prefill sequences' FLOPs and traffic, the decode sequences' KV reads.
         prefill_new = new_tokens[is_prefill]
         prefill_context = context_tokens[is_prefill]
-        # Σ q_i (c_i + q_i / 2): each new token attends to the cached tokens and, causally,
-        # to half of the new ones.
-        work = float(np.dot(prefill_new, prefill_context + 0.5 * prefill_new))
-        compute_s = work * self._attention_flops_per_work / self._attention_flops_rate
-        # Short chunks on long contexts are bound by reading the KV cache, not by FLOPs.
-        prefill_kv_tokens = float(prefill_context.sum()) + float(prefill_new.sum())
-        read_s = prefill_kv_tokens * self.kv_bytes_per_token_per_gpu / self._kv_read_rate
-        decode_s = (
-            self._decode_kv_tokens(new_tokens, context_tokens)
-            * self.kv_bytes_per_token_per_gpu
-            / self._kv_read_rate
+        new_sum = float(prefill_new.sum())
+        flops, head_tokens, traffic = prefill_attention_shape(
+            new_sum, float(prefill_context.sum()), float(np.dot(prefill_new, prefill_context)),
+            float(np.dot(prefill_new, prefill_new)), q_heads=self._q_heads,
+            kv_heads=self._kv_heads, head_dim=self._head_dim, kv_bytes=self._kv_element_bytes,
         )
-        return max(compute_s, read_s) + decode_s
+        per_layer_s = prefill_attention_variable_seconds(
+            flops, head_tokens, traffic, peak_flops=self._attention_peak_flops,
+            memory_bw=self._memory_bw, eff=self._efficiency,
+        )
+        num_decode = num_seqs - prefill_new.shape[0]
+        if num_decode:
+            # Σ (c_i + 1) over the decode sequences: all context + count, minus the prefills'.
+            decode_kv_tokens = float(context_tokens.sum()) - float(prefill_context.sum())
+            per_layer_s += self._decode_per_layer_s(decode_kv_tokens + num_decode, num_decode)
+        return self._layers * (self._attention_launch_s + per_layer_s)
 
     def decode_step_seconds(
         self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
@@ -224,12 +245,21 @@ class RooflineCostModel:
         kv_tokens = (
             float(context_tokens.sum()) + num_seqs * np.arange(num_steps, dtype=np.float64)
         ) + num_seqs
-        attention_s = self._decode_attention_s(kv_tokens)
+        attention_s = self._decode_attention_s(kv_tokens, num_seqs)
         return ((first.linear_s + attention_s) + first.communication_s) + first.overhead_s
 
-    def _decode_attention_s(self, kv_tokens: _FloatOrArray) -> _FloatOrArray:
-        """Time to read `kv_tokens` cached tokens' K and V (scalar or one per step)."""
-        return kv_tokens * self.kv_bytes_per_token_per_gpu / self._kv_read_rate
+    def _decode_attention_s(self, kv_tokens: _FloatOrArray, num_seqs: int) -> _FloatOrArray:
+        """Decode attention of `num_seqs` sequences reading `kv_tokens` cached tokens in all
+        layers (scalar, or an array with one element per step)."""
+        return self._layers * (
+            self._attention_launch_s + self._decode_per_layer_s(kv_tokens, num_seqs)
+        )
+
+    def _decode_per_layer_s(self, kv_tokens: _FloatOrArray, num_seqs: int) -> _FloatOrArray:
+        return decode_attention_variable_seconds(
+            float(num_seqs), kv_tokens, kv_heads=self._kv_heads, head_dim=self._head_dim,
+            kv_bytes=self._kv_element_bytes, memory_bw=self._memory_bw, eff=self._efficiency,
+        )
 
     @staticmethod
     def _decode_kv_tokens(new_tokens: np.ndarray, context_tokens: np.ndarray) -> float:
@@ -239,7 +269,16 @@ class RooflineCostModel:
 
     def _layer_cost(self, total_new: int) -> tuple[float, float, bool]:
         linear_s, compute_bound = self._layer_gemms.cost(total_new)
-        communication_s = self._allreduce_fixed_s + self._allreduce_per_token_s * total_new
+        communication_s = 0.0
+        if self._allreduce_count:
+            communication_s = self._allreduce_count * float(
+                allreduce_seconds(
+                    float(total_new) * self._allreduce_bytes_per_token,
+                    float(self.tensor_parallel),
+                    link_bw=self.gpu.intra_node_bandwidth_bytes_per_s,
+                    eff=self.gpu.efficiency,
+                )
+            )
         result = (linear_s, communication_s, compute_bound)
         if len(self._layer_cache) >= _MAX_CACHE_ENTRIES:
             self._layer_cache.clear()
@@ -258,9 +297,7 @@ class _GemmGroup:
     """GEMMs of fixed (N, K) shapes run `repeats` times with the same token count M."""
 
     __slots__ = (
-        "_efficiency",
-        "_launch_s",
-        "_memory_rate",
+        "_gpu",
         "_peak_flops",
         "_repeats",
         "_shapes",
@@ -280,22 +317,23 @@ class _GemmGroup:
         self._repeats = repeats
         self._peak_flops = peak_flops
         self._weight_bytes = weight_bytes
-        self._efficiency = gpu.efficiency
-        self._memory_rate = gpu.memory_bandwidth_bytes_per_s * gpu.efficiency.memory_efficiency
-        self._launch_s = gpu.efficiency.kernel_launch_s
+        self._gpu = gpu
 
     def cost(self, num_tokens: int) -> tuple[float, bool]:
-        """(seconds for all repeats, whether FLOP time exceeded memory time overall)."""
-        m = num_tokens
-        flops_rate = self._peak_flops * self._efficiency.gemm_efficiency(m)
-        seconds = compute_total = memory_total = 0.0
-        for n, k in self._shapes:
-            compute_s = 2.0 * m * n * k / flops_rate
-            # Weights stream once; activations go in (M x K) and out (M x N).
-            memory_s = (n * k * self._weight_bytes + m * (n + k) * ACTIVATION_BYTES) / (
-                self._memory_rate
-            )
-            seconds += max(compute_s, memory_s) + self._launch_s
-            compute_total += compute_s
-            memory_total += memory_s
-        return seconds * self._repeats, compute_total > memory_total
+        """(seconds for all repeats, whether FLOP time exceeded memory time overall).
+
+        Each shape is priced by `sim.roofline.gemm_seconds`, the function the fit uses; the
+        caller caches the result per token count.
+        """
+        m = float(num_tokens)
+        n = np.array([shape[0] for shape in self._shapes], dtype=np.float64)
+        k = np.array([shape[1] for shape in self._shapes], dtype=np.float64)
+        peak, eff = self._peak_flops, self._gpu.efficiency
+        bw = self._gpu.memory_bandwidth_bytes_per_s
+        seconds = gemm_seconds(
+            m, n, k, peak_flops=peak, memory_bw=bw, weight_bytes=self._weight_bytes, eff=eff
+        )
+        compute_s, memory_s = gemm_parts(
+            m, n, k, peak_flops=peak, memory_bw=bw, weight_bytes=self._weight_bytes, eff=eff
+        )
+        return float(np.sum(seconds)) * self._repeats, bool(np.sum(compute_s) > np.sum(memory_s))

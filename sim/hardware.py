@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from sim.calibration.record import CalibrationRecord, parse_calibration_record
 from sim.dtypes import COMPUTE_RATE_OF_WEIGHTS, check_weight_dtype
 
 _PROFILE_PACKAGE = "hardware_profiles"
@@ -55,12 +56,25 @@ class RooflineEfficiency:
     attention_compute_efficiency: float  # e_attn: prefill attention FLOPs
     kv_read_efficiency: float  # e_kv: decode attention KV streaming
     kernel_launch_s: float  # per GEMM
-    allreduce_latency_s: float  # alpha of one all-reduce
+    allreduce_latency_s: float  # alpha of one all-reduce (2 GPUs: plus one per-GPU step)
     step_overhead_s: float  # c0
     per_seq_overhead_s: float  # c1
+    gemm_overlap_power: float  # p of (compute^p + memory^p)^(1/p); large p = plain max
+    gemm_k_step_s: float  # serial time per unit of K of one thread block's K loop
+    gemm_k_split: float  # K beyond which the library splits K (caps the serial loop)
+    attention_launch_s: float  # per attention kernel (prefill or decode)
+    decode_per_seq_head_s: float  # decode attention: per (sequence, KV head) work item
+    attention_ramp_tokens: float  # prefill: e_attn(W) = e_attn * W / (W + ramp), W = q-head tokens
+    prefill_memory_efficiency: float  # prefill attention's per-token traffic (Q, K, V, O)
+    attention_overlap_power: float  # p of prefill (compute^p + traffic^p)^(1/p)
+    allreduce_latency_per_gpu_s: float  # alpha grows by this per GPU beyond the first
+    allreduce_bandwidth_efficiency: float  # bus bandwidth / link bandwidth on 2 GPUs
+    allreduce_scaling_exponent: float  # bus bandwidth scales as (2 / GPUs)^exponent
 
     def gemm_efficiency(self, num_tokens: int) -> float:
         """e_c(M): small GEMMs cannot fill the tensor cores, so efficiency ramps up with M."""
+        if self.gemm_ramp_tokens == 0:
+            return self.gemm_peak_efficiency
         return self.gemm_peak_efficiency * num_tokens / (num_tokens + self.gemm_ramp_tokens)
 
 
@@ -81,6 +95,7 @@ class GpuProfile:
     gpus_per_node: int
     runtime_reserve_bytes: int  # activations, CUDA graphs, NCCL, allocator slack
     efficiency: RooflineEfficiency
+    calibration: CalibrationRecord | None = None  # where a fitted profile's values came from
 
 
 def list_gpu_profiles() -> list[str]:
@@ -163,6 +178,7 @@ _TOP_LEVEL_KEYS = frozenset(
         "gpus_per_node",
         "runtime_reserve_bytes",
         "efficiency",
+        "calibration",
     }
 )
 _EFFICIENCY_FRACTIONS = (
@@ -170,13 +186,26 @@ _EFFICIENCY_FRACTIONS = (
     "memory_efficiency",
     "attention_compute_efficiency",
     "kv_read_efficiency",
+    "prefill_memory_efficiency",
+    "allreduce_bandwidth_efficiency",
 )
 _EFFICIENCY_SECONDS = (
     "kernel_launch_s",
     "allreduce_latency_s",
     "step_overhead_s",
     "per_seq_overhead_s",
+    "gemm_k_step_s",
+    "attention_launch_s",
+    "decode_per_seq_head_s",
+    "allreduce_latency_per_gpu_s",
 )
+_EFFICIENCY_COUNTS = ("gemm_ramp_tokens", "attention_ramp_tokens")
+# Powers of the overlap p-norm: 1 = no overlap; past 16 it is a max (and p-th powers of
+# seconds would underflow).
+_EFFICIENCY_POWERS = ("gemm_overlap_power", "attention_overlap_power")
+MAX_OVERLAP_POWER = 16.0
+# (2 / GPUs)^exponent: negative where more GPUs reach a higher bus bandwidth (NVSwitch).
+ALLREDUCE_EXPONENT_RANGE = (-2.0, 4.0)
 
 
 def _profile_from_mapping(doc: Mapping[str, Any], read: _Reader) -> GpuProfile:
@@ -212,6 +241,11 @@ def _profile_from_mapping(doc: Mapping[str, Any], read: _Reader) -> GpuProfile:
         gpus_per_node=int(read.number(doc, "gpus_per_node", "", positive=True)),
         runtime_reserve_bytes=int(read.number(doc, "runtime_reserve_bytes", "", positive=False)),
         efficiency=_efficiency_from_mapping(read.mapping(doc, "efficiency"), read),
+        calibration=(
+            parse_calibration_record(read.mapping(doc, "calibration"), read)
+            if "calibration" in doc
+            else None
+        ),
     )
 
 
@@ -220,7 +254,10 @@ def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> Rooflin
     allowed = {
         "calibrated",
         "note",
-        "gemm_ramp_tokens",
+        *_EFFICIENCY_COUNTS,
+        *_EFFICIENCY_POWERS,
+        "gemm_k_split",
+        "allreduce_scaling_exponent",
         *_EFFICIENCY_FRACTIONS,
         *_EFFICIENCY_SECONDS,
     }
@@ -235,10 +272,26 @@ def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> Rooflin
             raise read.error(f"{prefix}{key}", "a fraction of peak in (0, 1]", value)
         fractions[key] = value
     seconds = {key: read.number(block, key, prefix, positive=False) for key in _EFFICIENCY_SECONDS}
+    counts = {key: read.number(block, key, prefix, positive=False) for key in _EFFICIENCY_COUNTS}
+    powers = {}
+    for key in _EFFICIENCY_POWERS:
+        value = read.number(block, key, prefix, positive=True)
+        if not 1.0 <= value <= MAX_OVERLAP_POWER:
+            raise read.error(f"{prefix}{key}", f"a power in [1, {MAX_OVERLAP_POWER:g}]", value)
+        powers[key] = value
+    low, high = ALLREDUCE_EXPONENT_RANGE
+    exponent = read.real(block, "allreduce_scaling_exponent", prefix)
+    if not low <= exponent <= high:
+        raise read.error(
+            f"{prefix}allreduce_scaling_exponent", f"a number in [{low:g}, {high:g}]", exponent
+        )
     return RooflineEfficiency(
         calibrated=calibrated,
         note=str(block.get("note", "")),
-        gemm_ramp_tokens=read.number(block, "gemm_ramp_tokens", prefix, positive=False),
+        gemm_k_split=read.number(block, "gemm_k_split", prefix, positive=True),
+        allreduce_scaling_exponent=exponent,
+        **counts,
+        **powers,
         **fractions,
         **seconds,
     )
@@ -278,6 +331,19 @@ class _Reader:
         if not isinstance(value, str) or not value.strip():
             raise self.error(key, "a non-empty string", value)
         return value.strip()
+
+    def real(self, block: Mapping[str, Any], key: str, prefix: str) -> float:
+        """A finite number of either sign."""
+        value = block.get(key)
+        if value is None:
+            raise HardwareError(f"{self.where}: missing required key '{prefix}{key}'")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise self.error(f"{prefix}{key}", "a number", value) from None
+        if isinstance(value, bool) or not math.isfinite(number):
+            raise self.error(f"{prefix}{key}", "a number", value)
+        return number
 
     def number(self, block: Mapping[str, Any], key: str, prefix: str, positive: bool) -> float:
         """A number; YAML 1.1 reads `1e-5` (no dot) as a string, so numeric strings count."""

@@ -13,6 +13,7 @@ from sim.dtypes import bytes_per_element
 from sim.hardware import load_gpu_profile
 from sim.memory import weights_bytes_per_gpu
 from sim.model_spec import load_model
+from sim.roofline import decode_attention_seconds, prefill_attention_seconds
 
 
 def _cost_model(
@@ -62,27 +63,48 @@ def test_decode_batch_1_streams_the_weights_once() -> None:
     assert not step.compute_bound_linear
 
 
+def _kv_read_s(model: str, gpu: str, kv_tokens: float, kv_dtype: str = "bf16") -> float:
+    """Time to stream `kv_tokens` tokens of K and V (all layers) at the fitted bandwidth."""
+    profile = load_gpu_profile(gpu)
+    kv_bytes = load_model(model).kv_bytes_per_token(bytes_per_element(kv_dtype)) * kv_tokens
+    return kv_bytes / (profile.memory_bandwidth_bytes_per_s * profile.efficiency.kv_read_efficiency)
+
+
 def test_decode_time_grows_with_total_context() -> None:
     cost_model = _cost_model()
     short, long = _decode(cost_model, 16, 512), _decode(cost_model, 16, 8192)
     assert long.seconds > short.seconds
     assert long.linear_s == short.linear_s
-    assert long.attention_s / short.attention_s == pytest.approx(8193 / 513)
+    # Only the KV bytes grow: 16 sequences x (8192 - 512) more cached tokens.
+    extra = _kv_read_s("llama-3.1-8b", "h100-sxm", 16 * (8192 - 512))
+    assert long.attention_s - short.attention_s == pytest.approx(extra)
 
 
-def test_decode_attention_reads_every_cached_token_once() -> None:
+def test_decode_attention_is_the_fitted_operator_function_times_layers() -> None:
     model, gpu = load_model("llama-3.1-8b"), load_gpu_profile("h100-sxm")
     contexts = np.array([10, 200, 3000], dtype=np.int64)
     step = _cost_model().step_time(np.ones(3, dtype=np.int64), contexts, 3)
-    kv_bytes = model.kv_bytes_per_token(bytes_per_element("bf16")) * float((contexts + 1).sum())
-    expected = kv_bytes / (gpu.memory_bandwidth_bytes_per_s * gpu.efficiency.kv_read_efficiency)
-    assert step.attention_s == pytest.approx(expected)
+    per_layer = decode_attention_seconds(
+        3.0, float((contexts + 1).sum()), kv_heads=model.num_kv_heads, head_dim=model.head_dim,
+        kv_bytes=2.0, memory_bw=gpu.memory_bandwidth_bytes_per_s, eff=gpu.efficiency,
+    )
+    assert step.attention_s == pytest.approx(model.num_layers * per_layer)
 
 
-def test_fp8_kv_halves_decode_attention_time() -> None:
+def test_decode_attention_reads_every_cached_token_once() -> None:
+    one = _cost_model().step_time(np.ones(1, dtype=np.int64), np.array([1000]), 1)
+    more = _cost_model().step_time(np.ones(1, dtype=np.int64), np.array([1001]), 1)
+    assert more.attention_s - one.attention_s == pytest.approx(
+        _kv_read_s("llama-3.1-8b", "h100-sxm", 1)
+    )
+
+
+def test_fp8_kv_halves_the_kv_read_time_of_decode_attention() -> None:
     bf16 = _decode(_cost_model(kv_dtype="bf16"), 8, 4096)
     fp8 = _decode(_cost_model(kv_dtype="fp8"), 8, 4096)
-    assert fp8.attention_s == pytest.approx(bf16.attention_s / 2)
+    assert bf16.attention_s - fp8.attention_s == pytest.approx(
+        _kv_read_s("llama-3.1-8b", "h100-sxm", 8 * 4097) / 2
+    )
 
 
 def test_one_token_is_memory_bound_and_4096_tokens_compute_bound() -> None:
@@ -100,14 +122,17 @@ def test_prefill_grows_linearly_then_super_linearly() -> None:
     assert per_token_64k > 1.5 * per_token_4k  # quadratic attention takes over
 
 
-def test_mixed_step_prices_prefill_and_decode_attention_separately() -> None:
+def test_mixed_step_runs_prefill_and_decode_attention_in_one_kernel_per_layer() -> None:
     cost_model = _cost_model()
     new = np.array([1, 1, 512], dtype=np.int64)
     ctx = np.array([1000, 2000, 0], dtype=np.int64)
     mixed = cost_model.step_time(new, ctx, 2)
     decode_only = cost_model.step_time(new[:2], ctx[:2], 2)
     prefill_only = cost_model.step_time(new[2:], ctx[2:], 0)
-    assert mixed.attention_s == pytest.approx(decode_only.attention_s + prefill_only.attention_s)
+    one_launch = 32 * load_gpu_profile("h100-sxm").efficiency.attention_launch_s
+    assert mixed.attention_s == pytest.approx(
+        decode_only.attention_s + prefill_only.attention_s - one_launch
+    )
 
 
 def test_short_chunk_on_a_long_context_costs_at_least_reading_its_kv() -> None:
@@ -115,12 +140,18 @@ def test_short_chunk_on_a_long_context_costs_at_least_reading_its_kv() -> None:
     step = _cost_model().step_time(
         np.array([2], dtype=np.int64), np.array([100_000], dtype=np.int64), 1
     )
-    read_s = (
-        model.kv_bytes_per_token(2.0)
-        * 100_002
-        / (gpu.memory_bandwidth_bytes_per_s * gpu.efficiency.kv_read_efficiency)
+    # Physics: every cached byte crosses HBM at no more than the spec bandwidth.
+    at_spec_bandwidth = model.kv_bytes_per_token(2.0) * 100_002 / gpu.memory_bandwidth_bytes_per_s
+    assert step.attention_s > at_spec_bandwidth
+    # And the price is the fitted prefill-attention function of that chunk, times the layers.
+    d, q_heads, kv_heads = model.head_dim, model.num_heads, model.num_kv_heads
+    per_layer = prefill_attention_seconds(
+        4.0 * d * q_heads * 2 * (100_000 + 1), 2.0 * q_heads,
+        100_002 * 2 * kv_heads * d * 2.0 + 2 * 2 * q_heads * d * 2.0,
+        peak_flops=gpu.peak_flops.bf16, memory_bw=gpu.memory_bandwidth_bytes_per_s,
+        eff=gpu.efficiency,
     )
-    assert step.attention_s == pytest.approx(read_s)
+    assert step.attention_s == pytest.approx(model.num_layers * per_layer)
 
 
 def test_lm_head_runs_only_for_emitting_sequences() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,9 @@ import yaml
 
 from sim.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 
-_SHIPPED = ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s"]
+_CALIBRATED = ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s"]
+_SPEC_ONLY = ["b200", "mi300x"]
+_SHIPPED = sorted(_CALIBRATED + _SPEC_ONLY)
 
 
 def _h100_document() -> dict[str, object]:
@@ -32,15 +35,29 @@ def test_all_shipped_profiles_are_listed() -> None:
     assert list_gpu_profiles() == _SHIPPED
 
 
-@pytest.mark.parametrize("name", _SHIPPED)
-def test_shipped_profiles_load_with_uncalibrated_priors(name: str) -> None:
+@pytest.mark.parametrize("name", _CALIBRATED)
+def test_calibrated_profiles_record_their_data_and_held_out_error(name: str) -> None:
     gpu = load_gpu_profile(name)
     assert gpu.name == name
-    assert gpu.efficiency.calibrated is False
-    assert "uncalibrated" in gpu.efficiency.note.lower()
+    assert gpu.efficiency.calibrated is True
+    assert gpu.calibration is not None
+    assert set(gpu.calibration.heldout_error) == {
+        "gemm", "decode_attention", "prefill_attention", "allreduce"
+    }
+    assert all(source.rows > 0 for source in gpu.calibration.sources)
+    assert set(gpu.calibration.not_fitted) == {"step_overhead_s", "per_seq_overhead_s"}
     assert 0 < gpu.efficiency.memory_efficiency <= 1
     assert gpu.memory_bytes > 40e9
     assert gpu.peak_flops.int8 >= gpu.peak_flops.bf16
+
+
+@pytest.mark.parametrize("name", _SPEC_ONLY)
+def test_spec_only_profiles_say_they_are_uncalibrated(name: str) -> None:
+    gpu = load_gpu_profile(name)
+    assert gpu.efficiency.calibrated is False
+    assert gpu.calibration is None
+    assert "uncalibrated" in gpu.efficiency.note.lower()
+    assert gpu.peak_flops.fp8 is not None and gpu.peak_flops.fp8 > gpu.peak_flops.bf16
 
 
 @pytest.mark.parametrize(
@@ -76,7 +93,7 @@ def test_int4_weights_compute_at_bf16_rate() -> None:
 
 
 def test_gemm_efficiency_ramps_to_half_of_peak_at_the_ramp() -> None:
-    eff = load_gpu_profile("h100").efficiency
+    eff = dataclasses.replace(load_gpu_profile("h100").efficiency, gemm_ramp_tokens=64.0)
     ramp = int(eff.gemm_ramp_tokens)
     assert eff.gemm_efficiency(ramp) == pytest.approx(eff.gemm_peak_efficiency / 2)
     assert eff.gemm_efficiency(1) < eff.gemm_efficiency(1024) < eff.gemm_peak_efficiency
@@ -93,8 +110,8 @@ def test_user_profile_loads_from_a_path(tmp_path: Path) -> None:
 
 
 def test_unknown_name_lists_the_shipped_profiles() -> None:
-    with pytest.raises(HardwareError, match=r"unknown GPU profile 'b200'.*h100-sxm"):
-        load_gpu_profile("b200")
+    with pytest.raises(HardwareError, match=r"unknown GPU profile 'tpu-v5e'.*h100-sxm"):
+        load_gpu_profile("tpu-v5e")
 
 
 def test_missing_key_names_file_and_key(tmp_path: Path) -> None:

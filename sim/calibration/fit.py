@@ -1,0 +1,197 @@
+"""Fit a GPU profile's efficiencies to measured operator times and measure the held-out error.
+
+Per family: hold out a seeded random fifth of the rows, fit that family's efficiency keys on the
+rest by robust least squares on log(predicted / measured) — predicted by the simulator's own
+`sim.roofline` functions — from a few starting points, and report the absolute percentage error
+on the held-out rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sim.calibration.parameters import (
+    FAMILY_PARAMETERS,
+    PREFILL_SHARED_LAUNCH,
+    Parameter,
+    round_significant,
+    to_coordinate,
+    to_value,
+    with_values,
+)
+from sim.calibration.predict import PREDICTORS
+from sim.calibration.record import FAMILIES, CalibrationRecord, HeldOutError
+from sim.calibration.solver import minimise
+from sim.calibration.tables import FamilyTable
+from sim.hardware import GpuProfile, RooflineEfficiency
+
+METHOD = (
+    "batchsim calibrate fit: per operator family, Levenberg-Marquardt with a soft-L1 loss "
+    "(scale 0.1) on log(predicted / measured), best of several starts; predicted by sim.roofline"
+)
+ALWAYS_PRIOR = ("step_overhead_s", "per_seq_overhead_s")
+"""Engine overheads (scheduling, sampling) that no operator microbenchmark measures."""
+
+
+class FitError(ValueError):
+    """Measurements that cannot support a fit (too few rows, say)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyFit:
+    """One family's fitted keys and its held-out rows with their predictions."""
+
+    family: str
+    values: Mapping[str, float]
+    heldout: HeldOutError
+    heldout_rows: pd.DataFrame  # measured `seconds` and `predicted`
+    train_rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    """The fitted profile (efficiencies and calibration record) and the per-family details."""
+
+    gpu: GpuProfile
+    families: Mapping[str, FamilyFit]
+
+
+def fit_profile(
+    spec: GpuProfile,
+    tables: Mapping[str, FamilyTable],
+    *,
+    seed: int = 0,
+    holdout_fraction: float = 0.2,
+) -> FitResult:
+    """Fit every family present in `tables`; families without data keep `spec`'s values."""
+    if not 0 < holdout_fraction < 1:
+        raise FitError(f"holdout fraction must be in (0, 1), got {holdout_fraction}")
+    eff = spec.efficiency
+    fits: dict[str, FamilyFit] = {}
+    for family in FAMILIES:
+        if family not in tables:
+            continue
+        parameters = _parameters_for(family, decode_fitted="decode_attention" in fits)
+        fit = _fit_family(spec, eff, tables[family], parameters, seed, holdout_fraction)
+        eff = with_values(eff, fit.values)
+        fits[family] = fit
+    if not fits:
+        raise FitError("no measurement tables to fit")
+    fitted_keys = {key for fit in fits.values() for key in fit.values}
+    record = CalibrationRecord(
+        method=METHOD,
+        seed=seed,
+        holdout_fraction=holdout_fraction,
+        sources=tuple(tables[family].source for family in fits),
+        heldout_error={family: fit.heldout for family, fit in fits.items()},
+        not_fitted=tuple(k for k in _efficiency_keys() if k not in fitted_keys),
+    )
+    eff = dataclasses.replace(eff, calibrated=True, note=_note(fits))
+    gpu = dataclasses.replace(spec, efficiency=eff, calibration=record)
+    return FitResult(gpu=gpu, families=fits)
+
+
+def heldout_split(num_rows: int, family: str, seed: int, fraction: float) -> np.ndarray:
+    """Boolean mask of the held-out rows: a seeded random `fraction`, fixed per family."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, FAMILIES.index(family)]))
+    mask = np.zeros(num_rows, dtype=bool)
+    mask[rng.permutation(num_rows)[: max(1, round(num_rows * fraction))]] = True
+    return mask
+
+
+def absolute_percentage_errors(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """|predicted / measured − 1| per row (0.1 = 10%)."""
+    return np.abs(predicted / measured - 1.0)
+
+
+def _parameters_for(family: str, decode_fitted: bool) -> tuple[Parameter, ...]:
+    parameters = FAMILY_PARAMETERS[family]
+    if family == "prefill_attention" and not decode_fitted:
+        launch = FAMILY_PARAMETERS["decode_attention"][0]
+        assert launch.key == PREFILL_SHARED_LAUNCH
+        return (*parameters, launch)
+    return parameters
+
+
+def _fit_family(
+    spec: GpuProfile,
+    base: RooflineEfficiency,
+    table: FamilyTable,
+    parameters: tuple[Parameter, ...],
+    seed: int,
+    holdout_fraction: float,
+) -> FamilyFit:
+    rows = table.rows
+    if len(rows) < 2 * len(parameters) + 2:
+        raise FitError(
+            f"{table.source.file}: {len(rows)} usable {table.family} rows; a fit of "
+            f"{len(parameters)} parameters needs at least {2 * len(parameters) + 2}"
+        )
+    test = heldout_split(len(rows), table.family, seed, holdout_fraction)
+    train, heldout = rows[~test], rows[test]
+    predictor = PREDICTORS[table.family]
+    measured = train["seconds"].to_numpy()
+
+    def efficiency(x: np.ndarray, digits: int = 17) -> RooflineEfficiency:
+        values = {
+            p.key: round_significant(float(to_value(p.bound, x[i])), digits)
+            for i, p in enumerate(parameters)
+        }
+        return with_values(base, values)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return np.log(predictor(train, spec, efficiency(x)) / measured)
+
+    best = None
+    for x0 in _starts(parameters):
+        solution = minimise(residuals, x0)
+        if best is None or solution.cost < best.cost:
+            best = solution
+    assert best is not None
+    # Scored with the values the profile will store (4 significant digits).
+    fitted = efficiency(best.x, digits=4)
+    predicted = predictor(heldout, spec, fitted)
+    errors = absolute_percentage_errors(predicted, heldout["seconds"].to_numpy())
+    return FamilyFit(
+        family=table.family,
+        values={p.key: float(getattr(fitted, p.key)) for p in parameters},
+        heldout=HeldOutError(
+            rows=len(heldout),
+            median_ape=float(np.median(errors)),
+            p90_ape=float(np.quantile(errors, 0.9)),
+        ),
+        heldout_rows=heldout.assign(predicted=predicted),
+        train_rows=len(train),
+    )
+
+
+def _starts(parameters: tuple[Parameter, ...]) -> list[np.ndarray]:
+    """Each parameter's listed starting points, never the spec's current values: a refit of a
+    fitted profile then reproduces it exactly."""
+    return [
+        np.array([to_coordinate(p.bound, p.starts[index % len(p.starts)]) for p in parameters])
+        for index in range(max(len(p.starts) for p in parameters))
+    ]
+
+
+def _efficiency_keys() -> tuple[str, ...]:
+    skip = {"calibrated", "note"}
+    return tuple(f.name for f in dataclasses.fields(RooflineEfficiency) if f.name not in skip)
+
+
+def _note(fits: Mapping[str, FamilyFit]) -> str:
+    parts = [
+        f"{family} {fit.heldout.median_ape:.1%} median / {fit.heldout.p90_ape:.1%} p90"
+        for family, fit in fits.items()
+    ]
+    return (
+        "Fitted by batchsim calibrate fit; held-out absolute percentage error: "
+        + ", ".join(parts)
+        + ". step_overhead_s and per_seq_overhead_s are priors (no operator table measures them)."
+    )

@@ -1,0 +1,31 @@
+"""docs/fidelity.md is what `batchsim calibrate report` renders from the shipped profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim.calibration.report import render_fidelity, target_met
+from sim.hardware import list_gpu_profiles, load_gpu_profile
+
+_DOC = Path(__file__).resolve().parents[2] / "docs" / "fidelity.md"
+
+
+def test_committed_fidelity_report_matches_the_shipped_profiles() -> None:
+    profiles = [load_gpu_profile(name) for name in list_gpu_profiles()]
+    assert _DOC.read_text(encoding="utf-8") == render_fidelity(profiles, "images"), (
+        "docs/fidelity.md is stale: run `batchsim calibrate report`"
+    )
+
+
+def test_report_lists_every_calibrated_family_and_the_spec_only_profiles() -> None:
+    text = _DOC.read_text(encoding="utf-8")
+    for name in list_gpu_profiles():
+        assert name in text
+    assert text.count("| h100-sxm |") == 4
+
+
+def test_targets_apply_to_gemm_and_decode_on_the_three_datacentre_gpus() -> None:
+    assert target_met("h100-sxm", "gemm", 0.09, 0.24) == "yes"
+    assert target_met("h100-sxm", "decode_attention", 0.11, 0.2) == "no"
+    assert target_met("l40s", "gemm", 0.5, 0.9) == "—"
+    assert target_met("h200-sxm", "allreduce", 0.5, 0.9) == "—"

@@ -1,0 +1,63 @@
+"""The fit recovers known efficiencies from measurements the model itself generated."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sim.calibration.fit import fit_profile
+from sim.calibration.parameters import FAMILY_PARAMETERS
+from sim.hardware import GpuProfile, load_gpu_profile
+from tests.calibration.synthetic import synthetic_tables
+
+# A truth unlike every starting point of the fit, with every term switched on.
+_TRUTH = {
+    "gemm_peak_efficiency": 0.83, "gemm_ramp_tokens": 24.0, "memory_efficiency": 0.74,
+    "kernel_launch_s": 3.3e-6, "gemm_overlap_power": 2.6, "gemm_k_step_s": 2.2e-9,
+    "gemm_k_split": 1500.0, "attention_launch_s": 1.3e-5, "decode_per_seq_head_s": 3.1e-8,
+    "kv_read_efficiency": 0.87, "attention_compute_efficiency": 0.55,
+    "attention_ramp_tokens": 5000.0, "prefill_memory_efficiency": 0.45,
+    "attention_overlap_power": 1.4, "allreduce_latency_s": 7e-6,
+    "allreduce_latency_per_gpu_s": 1.1e-6, "allreduce_bandwidth_efficiency": 0.62,
+    "allreduce_scaling_exponent": 0.7,
+}
+
+
+def _truth_gpu() -> GpuProfile:
+    gpu = load_gpu_profile("h100-sxm")
+    return dataclasses.replace(gpu, efficiency=dataclasses.replace(gpu.efficiency, **_TRUTH))
+
+
+def test_noise_free_measurements_give_back_the_parameters() -> None:
+    truth = _truth_gpu()
+    fitted = fit_profile(truth, synthetic_tables(truth, noise=0.0, seed=1), seed=3).gpu
+    for key, value in _TRUTH.items():
+        assert getattr(fitted.efficiency, key) == pytest.approx(value, rel=0.02), key
+    assert fitted.calibration is not None
+    for error in fitted.calibration.heldout_error.values():
+        assert error.p90_ape < 0.01
+
+
+def test_noisy_measurements_give_back_the_parameters_up_to_the_noise() -> None:
+    truth = _truth_gpu()
+    result = fit_profile(truth, synthetic_tables(truth, noise=0.03, seed=2), seed=0)
+    # The well-determined keys of each family: efficiencies and launch constants.
+    for key in ("gemm_peak_efficiency", "memory_efficiency", "kernel_launch_s",
+                "kv_read_efficiency", "attention_launch_s", "decode_per_seq_head_s",
+                "attention_compute_efficiency", "allreduce_bandwidth_efficiency"):
+        assert getattr(result.gpu.efficiency, key) == pytest.approx(_TRUTH[key], rel=0.1), key
+    for fit in result.families.values():
+        # Held-out error is the noise itself: median |lognormal(0, 3%) - 1| ≈ 2% (the all-reduce
+        # grid holds out only 7 rows, hence the margin).
+        assert fit.heldout.median_ape < 0.05
+
+
+def test_every_family_fits_only_its_own_keys() -> None:
+    truth = _truth_gpu()
+    tables = synthetic_tables(truth, noise=0.0, seed=1)
+    result = fit_profile(truth, {"gemm": tables["gemm"]}, seed=0)
+    assert set(result.families["gemm"].values) == {p.key for p in FAMILY_PARAMETERS["gemm"]}
+    assert result.gpu.efficiency.kv_read_efficiency == truth.efficiency.kv_read_efficiency
+    assert result.gpu.calibration is not None
+    assert "kv_read_efficiency" in result.gpu.calibration.not_fitted

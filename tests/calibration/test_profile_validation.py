@@ -1,0 +1,109 @@
+"""A profile with missing or impossible calibration values is rejected, naming file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sim.calibration.spec import load_gpu_spec
+from sim.calibration.writer import render_profile
+from sim.hardware import HardwareError, load_gpu_profile
+
+_H100 = Path(__file__).resolve().parents[2] / "hardware_profiles" / "gpus" / "h100-sxm.yaml"
+
+
+def _document() -> dict[str, Any]:
+    document = yaml.safe_load(_H100.read_text(encoding="utf-8"))
+    assert isinstance(document, dict)
+    return document
+
+
+def _load(tmp_path: Path, document: dict[str, Any]) -> None:
+    path = tmp_path / "fitted.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    load_gpu_profile(str(path))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("gemm_overlap_power", 0.5, r"gemm_overlap_power' must be a power in \[1, 16\]"),
+        ("attention_overlap_power", 40, r"attention_overlap_power' must be a power"),
+        ("allreduce_scaling_exponent", 9, r"allreduce_scaling_exponent' must be a number in"),
+        ("prefill_memory_efficiency", 1.2, r"prefill_memory_efficiency' must be a fraction"),
+        ("decode_per_seq_head_s", -1e-8, r"decode_per_seq_head_s' must be a non-negative"),
+        ("gemm_k_split", 0, r"gemm_k_split' must be a positive number"),
+    ],
+)
+def test_impossible_efficiency_values_name_file_and_key(
+    tmp_path: Path, key: str, value: object, message: str
+) -> None:
+    document = _document()
+    document["efficiency"][key] = value
+    with pytest.raises(HardwareError, match=r"fitted\.yaml: key 'efficiency\." + message):
+        _load(tmp_path, document)
+
+
+@pytest.mark.parametrize(
+    "key", ["attention_launch_s", "gemm_k_step_s", "allreduce_scaling_exponent"]
+)
+def test_missing_new_efficiency_keys_are_named(tmp_path: Path, key: str) -> None:
+    document = _document()
+    del document["efficiency"][key]
+    expected = rf"fitted\.yaml: missing required key 'efficiency\.{key}'"
+    with pytest.raises(HardwareError, match=expected):
+        _load(tmp_path, document)
+
+
+def test_held_out_p90_below_its_median_is_impossible(tmp_path: Path) -> None:
+    document = _document()
+    document["calibration"]["heldout_error"]["gemm"]["p90_ape"] = 0.01
+    expected = r"'calibration\.heldout_error\.gemm\.p90_ape' must be at least"
+    with pytest.raises(HardwareError, match=expected):
+        _load(tmp_path, document)
+
+
+def test_unknown_operator_family_is_named(tmp_path: Path) -> None:
+    document = _document()
+    document["calibration"]["heldout_error"]["softmax"] = {
+        "rows": 3, "median_ape": 0.1, "p90_ape": 0.2
+    }
+    expected = r"'calibration\.heldout_error\.softmax' must be one of gemm"
+    with pytest.raises(HardwareError, match=expected):
+        _load(tmp_path, document)
+
+
+def test_calibration_without_sources_is_rejected(tmp_path: Path) -> None:
+    document = _document()
+    document["calibration"]["sources"] = []
+    with pytest.raises(HardwareError, match=r"'calibration\.sources' must be a non-empty list"):
+        _load(tmp_path, document)
+
+
+def test_missing_calibration_key_is_named(tmp_path: Path) -> None:
+    document = _document()
+    del document["calibration"]["heldout_error"]
+    with pytest.raises(HardwareError, match=r"key 'calibration\.heldout_error' must be present"):
+        _load(tmp_path, document)
+
+
+def test_written_profiles_read_back_with_the_same_values(tmp_path: Path) -> None:
+    spec = load_gpu_spec("h100-sxm")
+    path = tmp_path / "again.yaml"
+    path.write_text(render_profile(spec.spec_text, spec.profile), encoding="utf-8")
+    assert load_gpu_profile(str(path)) == spec.profile
+    assert path.read_text(encoding="utf-8") == _H100.read_text(encoding="utf-8")
+
+
+def test_a_spec_without_efficiencies_starts_from_priors(tmp_path: Path) -> None:
+    document = _document()
+    del document["efficiency"], document["calibration"]
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    spec = load_gpu_spec(str(path))
+    assert spec.profile.efficiency.calibrated is False
+    assert spec.profile.calibration is None
+    assert "efficiency" not in spec.spec_text

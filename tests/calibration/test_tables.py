@@ -1,0 +1,72 @@
+"""Measurement tables: the project's held-out samples load, bad folders and files are named."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.calibration.fit import fit_profile
+from sim.calibration.predict import PREDICTORS
+from sim.calibration.tables import MeasurementError, load_measurements
+from sim.hardware import load_gpu_profile
+
+_SAMPLES = Path(__file__).resolve().parents[2] / "hardware_profiles" / "measurements"
+
+
+@pytest.mark.parametrize("gpu", ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s"])
+def test_shipped_samples_are_scored_like_the_recorded_error(gpu: str) -> None:
+    """The samples are held-out rows: their error is close to the profile's recorded error."""
+    profile = load_gpu_profile(gpu)
+    assert profile.calibration is not None
+    for family, table in load_measurements(_SAMPLES / gpu).items():
+        predicted = PREDICTORS[family](table.rows, profile, profile.efficiency)
+        errors = abs(predicted / table.rows["seconds"].to_numpy() - 1)
+        recorded = profile.calibration.heldout_error[family]
+        sample_median = float(sorted(errors)[len(errors) // 2])
+        assert sample_median < 1.6 * recorded.median_ape + 0.02, family
+
+
+def test_a_refit_on_the_small_local_sample_lands_near_the_shipped_profile() -> None:
+    shipped = load_gpu_profile("h100-sxm")
+    refit = fit_profile(shipped, load_measurements(_SAMPLES / "h100-sxm"), seed=0).gpu
+    for key in ("gemm_peak_efficiency", "memory_efficiency", "kv_read_efficiency"):
+        assert getattr(refit.efficiency, key) == pytest.approx(
+            getattr(shipped.efficiency, key), rel=0.15
+        ), key
+
+
+def test_missing_folder_and_empty_folder_are_named(tmp_path: Path) -> None:
+    with pytest.raises(MeasurementError, match="no such measurement folder"):
+        load_measurements(tmp_path / "absent")
+    with pytest.raises(MeasurementError, match=r"no measurement tables"):
+        load_measurements(tmp_path)
+
+
+def test_a_table_missing_a_column_names_file_and_column(tmp_path: Path) -> None:
+    (tmp_path / "gemm_perf_bf16.csv").write_text("m,n,latency\n1,2,0.1\n", encoding="utf-8")
+    with pytest.raises(MeasurementError, match=r"gemm_perf_bf16\.csv: missing column\(s\) k"):
+        load_measurements(tmp_path)
+
+
+def test_two_tables_of_one_family_need_a_prefix(tmp_path: Path) -> None:
+    for name in ("a_gemm_perf.csv", "b_gemm_perf.csv"):
+        (tmp_path / name).write_text("m,n,k,latency\n1,2,3,0.1\n", encoding="utf-8")
+    with pytest.raises(MeasurementError, match="two gemm tables"):
+        load_measurements(tmp_path)
+    assert set(load_measurements(tmp_path, prefix="a_")) == {"gemm"}
+
+
+def test_batchsim_imports_and_lists_profiles_without_torch() -> None:
+    code = (
+        "import sys; from typer.testing import CliRunner; from batchsim.cli import app; "
+        "r = CliRunner().invoke(app, ['profiles']); assert r.exit_code == 0, r.output; "
+        "assert 'torch' not in sys.modules; print(r.output)"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
+    assert "h100-sxm" in output and "calibrated; held-out median/p90 error: gemm" in output
+    assert "b200" in output and "uncalibrated" in output
