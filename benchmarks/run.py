@@ -33,14 +33,16 @@ def measure(experiment: Path, overrides: list[str]) -> dict[str, float]:
     from batchsim.runner import run_experiment
 
     exp, base_dir = load_experiment(experiment, overrides)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     result = run_experiment(exp, base_dir)
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     requests = sum(len(arm.requests) for arm in result.arms)
     tokens = sum(int(arm.requests["output_tokens"][arm.requests["finished"]].sum())
                  for arm in result.arms)
     return {
         "wall_s": wall,
+        "cpu_s": cpu,
         "requests": requests,
         "output_tokens": tokens,
         "requests_per_s": requests / wall,
@@ -65,7 +67,8 @@ def main() -> None:
             command += ["--set", override]
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         stats = json.loads(out.strip().splitlines()[-1])
-        print(f"({key}) {title}: {stats['wall_s']:.2f} s wall, {stats['requests']:,} requests, "
+        print(f"({key}) {title}: {stats['wall_s']:.2f} s wall ({stats['cpu_s']:.2f} s CPU), "
+              f"{stats['requests']:,} requests, "
               f"{stats['requests_per_s']:,.0f} req/s, {stats['tokens_per_s']:,.0f} tokens/s, "
               f"peak RSS {stats['peak_rss_mb']:,.0f} MB", flush=True)
 

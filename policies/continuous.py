@@ -72,11 +72,36 @@ class ContinuousBatching:
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
         budget = StepBudget(self.max_num_batched_tokens, self.max_num_seqs)
-        self._schedule_running(plan, budget)
+        if not self._schedule_all_decodes(plan, budget):
+            self._schedule_running(plan, budget)
         if not plan.preempted:
             self._schedule_waiting(plan, budget, now)
         plan.use_token_shape()
         return plan
+
+    def _schedule_all_decodes(self, plan: StepPlan, budget: StepBudget) -> bool:
+        """The common case, planned in one pass: every running request decodes one token.
+
+        A running request holds blocks for exactly its computed tokens, so its next token needs
+        a new block only when those fill their blocks; if the free blocks cover every such
+        request, no one is preempted. Otherwise the request-by-request path decides.
+        """
+        running = self.running
+        count = len(running)
+        if not count or count > budget.seqs_left or count > budget.tokens_left:
+            return False
+        block_size = self.pool.block_size
+        contexts = [r.num_computed_tokens for r in running]
+        growing = [r for r, c in zip(running, contexts, strict=True) if c % block_size == 0]
+        if len(growing) > self.pool.num_free:
+            return False
+        for request in growing:
+            allocated = self.pool.allocate(request.request_id, request.num_tokens)
+            assert allocated, "a running request held more KV than its computed tokens"
+        plan.add_decodes(list(running), contexts)
+        budget.tokens_left -= count
+        budget.seqs_left -= count
+        return True
 
     def _schedule_running(self, plan: StepPlan, budget: StepBudget) -> None:
         index = 0
@@ -128,10 +153,9 @@ class ContinuousBatching:
         """
         if len(plan.requests) != len(self.running):
             return 1
-        count = len(plan.requests)
-        tokens = np.fromiter((r.num_tokens for r in plan.requests), dtype=np.int64, count=count)
-        held = np.fromiter((self.pool.held(r.request_id) for r in plan.requests),
-                           dtype=np.int64, count=count)
+        tokens = plan.cost_context_tokens + 1
+        # Allocation is exact: each request holds the blocks of the tokens it computes now.
+        held = -(-tokens // self.pool.block_size)
         extra = extra_blocks_by_step(tokens, held, self.pool.block_size, horizon)
         return int(np.searchsorted(extra, self.pool.num_free, side="right"))
 

@@ -13,7 +13,7 @@ from sim.policy_protocol import BatchingPolicy
 from sim.recorder import RunRecord
 from sim.request import Request, RequestStatus
 from sim.step_plan import StepPlan
-from sim.stretch import advance_decode_steps, is_decode_only, steps_until_first_finish
+from sim.stretch import advance_decode_steps, decode_horizon
 
 # Progress is reported every this many steps of a replica (cheap enough, frequent enough).
 _PROGRESS_EVERY_STEPS = 4096
@@ -135,9 +135,9 @@ class Replica:
 
     def _repeatable_steps(self, plan: StepPlan) -> int:
         """How many steps the fast path may take in one event (1: step normally)."""
-        if not self.fast_path or plan.preempted or plan.swap_tokens or not is_decode_only(plan):
+        if not self.fast_path or plan.preempted or plan.swap_tokens:
             return 1
-        horizon = steps_until_first_finish(plan)
+        horizon = decode_horizon(plan)
         return self.policy.repeatable_steps(plan, horizon) if horizon > 1 else 1
 
     def _run_step(self, plan: StepPlan) -> Process:

@@ -23,6 +23,8 @@ class StepPlan:
 
     requests: list[Request] = field(default_factory=list)
     num_new_tokens: list[int] = field(default_factory=list)
+    contexts: list[int] = field(default_factory=list)  # each request's computed tokens
+    decodes_only: bool = False  # built by add_decodes alone: every request decodes one token
     cost_new_tokens: np.ndarray = field(default_factory=lambda: _EMPTY)
     cost_context_tokens: np.ndarray = field(default_factory=lambda: _EMPTY)
     num_emitting: int = 0
@@ -39,19 +41,27 @@ class StepPlan:
         return int(sum(self.num_new_tokens))
 
     def add(self, request: Request, num_new_tokens: int) -> None:
+        computed = request.num_computed_tokens
         self.requests.append(request)
         self.num_new_tokens.append(num_new_tokens)
+        self.contexts.append(computed)
+        self.decodes_only = False
+        if computed + num_new_tokens == request.num_tokens:
+            self.num_emitting += 1
+
+    def add_decodes(self, requests: list[Request], contexts: list[int]) -> None:
+        """Start the plan with running requests that each decode their one pending token."""
+        assert not self.requests, "add_decodes must start the plan"
+        self.requests.extend(requests)
+        self.num_new_tokens.extend([1] * len(requests))
+        self.contexts.extend(contexts)
+        self.num_emitting = len(requests)
+        self.decodes_only = True
 
     def use_token_shape(self) -> None:
         """The GPU computes exactly the scheduled tokens (every policy but static)."""
-        self.cost_new_tokens = np.asarray(self.num_new_tokens, dtype=np.int64)
-        self.cost_context_tokens = np.fromiter(
-            (r.num_computed_tokens for r in self.requests), dtype=np.int64, count=len(self.requests)
-        )
-        self.num_emitting = sum(
-            1 for r, n in zip(self.requests, self.num_new_tokens, strict=True)
-            if r.num_computed_tokens + n == r.num_tokens
-        )
+        self.cost_new_tokens = np.array(self.num_new_tokens, dtype=np.int64)
+        self.cost_context_tokens = np.array(self.contexts, dtype=np.int64)
 
 
 @dataclass(slots=True)

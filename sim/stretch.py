@@ -20,20 +20,24 @@ from sim.step_plan import StepPlan
 _DENSE_LIMIT = 4096
 
 
-def is_decode_only(plan: StepPlan) -> bool:
-    """Every scheduled request has its first token and computes exactly its one pending token.
+def decode_horizon(plan: StepPlan) -> int:
+    """Steps, starting with `plan`, up to and including the first in which a request finishes;
+    0 unless every request has its first token and decodes exactly its one pending token.
 
     (A one-token prompt's prefill looks like a decode step but must set the first token.)
     """
-    return all(
-        n == 1 and r.num_generated > 0 and r.num_computed_tokens + 1 == r.num_tokens
-        for r, n in zip(plan.requests, plan.num_new_tokens, strict=True)
-    )
-
-
-def steps_until_first_finish(plan: StepPlan) -> int:
-    """Steps, starting with `plan`, up to and including the one where a request finishes."""
-    return min(r.output_tokens - r.num_generated for r in plan.requests)
+    horizon = -1
+    check = not plan.decodes_only  # a plan of running decodes only needs no check
+    for request, n, computed in zip(plan.requests, plan.num_new_tokens, plan.contexts,
+                                    strict=True):
+        generated = request.num_generated
+        if check and (n != 1 or generated == 0
+                      or computed + 1 != request.prompt_tokens + generated):
+            return 0
+        left = request.output_tokens - generated
+        if horizon < 0 or left < horizon:
+            horizon = left
+    return max(horizon, 0)
 
 
 def extra_blocks_by_step(
@@ -74,7 +78,7 @@ def advance_decode_steps(
     requests = plan.requests
     n = len(requests)
     ids = np.fromiter((r.request_id for r in requests), dtype=np.int64, count=n)
-    tokens = np.fromiter((r.num_tokens for r in requests), dtype=np.int64, count=n)
+    tokens = np.array(plan.contexts, dtype=np.int64) + 1
     held = np.fromiter((pool.held(r.request_id) for r in requests), dtype=np.int64, count=n)
     last_token = np.fromiter((r.last_token_s for r in requests), dtype=np.float64, count=n)
     used_before = pool.num_used
@@ -88,7 +92,8 @@ def advance_decode_steps(
     # Only the requests crossing a block boundary need blocks (repeatable_steps made room).
     short = -(-(tokens + steps) // pool.block_size) > held
     for i in np.flatnonzero(short).tolist():
-        assert pool.allocate(int(ids[i]), int(tokens[i]) + steps), "stretch ran out of KV"
+        allocated = pool.allocate(int(ids[i]), int(tokens[i]) + steps)
+        assert allocated, "a fast-path stretch ran out of KV blocks"
 
     # Inter-token gaps in the order stepping one by one appends them: step-major.
     gaps = np.empty((steps, n))
