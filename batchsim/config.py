@@ -374,8 +374,9 @@ class Experiment(ConfigModel):
     """The paged KV cache."""
     replicas: AtLeastOne = 1
     """Model replicas, each on `tensor_parallel` GPUs."""
-    router: Literal["round_robin", "least_loaded"] = "round_robin"
-    """How arrivals are assigned to replicas."""
+    router: Literal["round_robin", "least_outstanding", "least_kv"] = "round_robin"
+    """How arrivals are assigned to replicas: in turn, to the fewest queued + running, or to
+    the most free KV blocks (ties to the lowest replica index)."""
     workload: WorkloadConfig
     """The request stream."""
     warmup_s: NonNegative = 0.0

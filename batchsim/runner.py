@@ -14,15 +14,14 @@ from batchsim.config import Experiment
 from batchsim.policy_factory import build_policy
 from batchsim.traffic import BuiltTraffic, build_traffic
 from sim.cost_model import RooflineCostModel
-from sim.engine import Router, Simulation, least_loaded, round_robin
+from sim.engine import Simulation
 from sim.hardware import GpuProfile, HardwareError, load_gpu_profile
 from sim.memory import MemoryPlan, ModelDoesNotFitError, plan_memory
 from sim.metrics import SLOTargets, summarize
 from sim.model_spec import ModelError, ModelSpec, load_model
+from sim.routers import ROUTERS
 from sim.tables import requests_table
 from sim.timeseries import bin_timeseries
-
-ROUTERS: dict[str, Router] = {"round_robin": round_robin, "least_loaded": least_loaded}
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import simpy
 from sim.policy_protocol import BatchingPolicy
 from sim.recorder import RunRecord
 from sim.request import Request, RequestStatus
+from sim.routers import Router, round_robin
 from sim.step_plan import StepPlan
 from sim.stretch import advance_decode_steps, decode_horizon
 
@@ -69,17 +70,6 @@ class ClosedLoopTraffic:
 
 
 Traffic = OpenLoopTraffic | ClosedLoopTraffic
-Router = Callable[[Sequence["Replica"], int], int]
-
-
-def round_robin(replicas: Sequence[Replica], sequence_number: int) -> int:
-    return sequence_number % len(replicas)
-
-
-def least_loaded(replicas: Sequence[Replica], sequence_number: int) -> int:
-    """Fewest requests in the replica (running + waiting); ties go to the lowest index."""
-    loads = [r.policy.num_running + r.policy.num_waiting for r in replicas]
-    return loads.index(min(loads))
 
 
 class Replica:
@@ -201,7 +191,7 @@ class Simulation:
 
     def __init__(
         self, policies: Sequence[BatchingPolicy], cost_model: StepCostModel,
-        traffic: Traffic, router: Router = round_robin, max_model_len: int | None = None,
+        traffic: Traffic, router: Router | None = None, max_model_len: int | None = None,
         fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
     ) -> None:
         self.env = simpy.Environment()
@@ -213,7 +203,8 @@ class Simulation:
                     fast_path=fast_path, on_progress=on_progress)
             for i, p in enumerate(policies)
         ]
-        self.router = router
+        self._policies = list(policies)
+        self.router = router or round_robin
         self.traffic = traffic
         self.max_model_len = max_model_len
         self._done_events: dict[int, simpy.Event] = {}
@@ -237,7 +228,7 @@ class Simulation:
     def _submit(self, prompt: int, output: int) -> Request:
         request = Request(len(self.record.requests), self.env.now, prompt, output)
         self.record.requests.append(request)
-        replica = self.replicas[self.router(self.replicas, request.request_id)]
+        replica = self.replicas[self.router(self._policies, request.request_id)]
         if self.max_model_len is not None and prompt + output > self.max_model_len:
             request.replica = replica.index
             request.reject(f"prompt+output of {prompt + output} tokens exceeds max_model_len="

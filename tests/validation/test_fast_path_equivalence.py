@@ -69,7 +69,7 @@ def test_fast_path_matches_stepping_one_by_one(tmp_path: Path, arm, arrival, blo
         seed=seed,
         max_model_len=2048,
         replicas=replicas,
-        router="least_loaded",
+        router="least_outstanding",
         kv_cache={"num_blocks": blocks},
         workload={
             "arrivals": arrival,
