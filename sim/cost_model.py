@@ -70,6 +70,7 @@ class RooflineCostModel:
         "_memory_bw",
         "_per_seq_overhead_s",
         "_q_heads",
+        "_sm_count",
         "_step_overhead_s",
         "gpu",
         "kv_bytes_per_token_per_gpu",
@@ -134,6 +135,7 @@ class RooflineCostModel:
         self._q_heads = float(q_heads)
         self._kv_heads = float(kv_heads)
         self._head_dim = float(d)
+        self._sm_count = gpu.parallel_units
         self._kv_element_bytes = bytes_per_element(kv_dtype)
         self.kv_bytes_per_token_per_gpu = 2.0 * layers * kv_heads * d * self._kv_element_bytes
 
@@ -257,8 +259,9 @@ class RooflineCostModel:
 
     def _decode_per_layer_s(self, kv_tokens: _FloatOrArray, num_seqs: int) -> _FloatOrArray:
         return decode_attention_variable_seconds(
-            float(num_seqs), kv_tokens, kv_heads=self._kv_heads, head_dim=self._head_dim,
-            kv_bytes=self._kv_element_bytes, memory_bw=self._memory_bw, eff=self._efficiency,
+            float(num_seqs), kv_tokens, q_heads=self._q_heads, kv_heads=self._kv_heads,
+            head_dim=self._head_dim, kv_bytes=self._kv_element_bytes, memory_bw=self._memory_bw,
+            sm_count=self._sm_count, eff=self._efficiency,
         )
 
     @staticmethod
@@ -328,12 +331,14 @@ class _GemmGroup:
         m = float(num_tokens)
         n = np.array([shape[0] for shape in self._shapes], dtype=np.float64)
         k = np.array([shape[1] for shape in self._shapes], dtype=np.float64)
-        peak, eff = self._peak_flops, self._gpu.efficiency
+        peak, eff, sms = self._peak_flops, self._gpu.efficiency, self._gpu.parallel_units
         bw = self._gpu.memory_bandwidth_bytes_per_s
         seconds = gemm_seconds(
-            m, n, k, peak_flops=peak, memory_bw=bw, weight_bytes=self._weight_bytes, eff=eff
+            m, n, k, peak_flops=peak, memory_bw=bw, weight_bytes=self._weight_bytes,
+            sm_count=sms, eff=eff,
         )
         compute_s, memory_s = gemm_parts(
-            m, n, k, peak_flops=peak, memory_bw=bw, weight_bytes=self._weight_bytes, eff=eff
+            m, n, k, peak_flops=peak, memory_bw=bw, weight_bytes=self._weight_bytes,
+            sm_count=sms, eff=eff,
         )
         return float(np.sum(seconds)) * self._repeats, bool(np.sum(compute_s) > np.sum(memory_s))

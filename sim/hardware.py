@@ -70,9 +70,21 @@ class RooflineEfficiency:
     allreduce_latency_per_gpu_s: float  # alpha grows by this per GPU beyond the first
     allreduce_bandwidth_efficiency: float  # bus bandwidth / link bandwidth on 2 GPUs
     allreduce_scaling_exponent: float  # bus bandwidth scales as (2 / GPUs)^exponent
+    gemm_ramp_k: float  # e_c(K) = ... * K / (K + ramp_k): a tile's fixed prologue/epilogue
+    gemm_wave_exponent: float  # compute time * wave_efficiency^-exponent (0 = no tail effect)
+    decode_mha_split_kv: bool  # the decode kernel splits MHA sequences too (FA2 does not)
+    decode_unsplit_fill: float  # unsplit decode: (seq, KV head) units per SM that saturate HBM
+    decode_split_fill: float  # the same for split layouts
+    decode_overlap_fraction: float  # per-unit work and KV streaming: max + fraction * min
+    decode_combine_s: float  # split-KV decode: the kernel that combines the splits
+    decode_regroup_s: float  # grouped-query decode: copies regrouping queries and outputs
+    prefill_setup_s: float  # prefill attention's fixed cost on top of the shared launch
 
     def gemm_efficiency(self, num_tokens: int) -> float:
-        """e_c(M): small GEMMs cannot fill the tensor cores, so efficiency ramps up with M."""
+        """e_c(M): small GEMMs cannot fill the tensor cores, so efficiency ramps up with M.
+
+        The M ramp alone: the K ramp and the wave tail are in `sim.roofline.gemm_parts`.
+        """
         if self.gemm_ramp_tokens == 0:
             return self.gemm_peak_efficiency
         return self.gemm_peak_efficiency * num_tokens / (num_tokens + self.gemm_ramp_tokens)
@@ -96,6 +108,16 @@ class GpuProfile:
     runtime_reserve_bytes: int  # activations, CUDA graphs, NCCL, allocator slack
     efficiency: RooflineEfficiency
     calibration: CalibrationRecord | None = None  # where a fitted profile's values came from
+    sm_count: int | None = None  # streaming multiprocessors (compute units): wave/occupancy terms
+
+    @property
+    def parallel_units(self) -> float:
+        """SMs the wave and occupancy terms divide work over.
+
+        A profile without `sm_count` must have those terms switched off (checked on load), so
+        any positive stand-in gives the same times.
+        """
+        return float(self.sm_count) if self.sm_count else 1.0
 
 
 def list_gpu_profiles() -> list[str]:
@@ -179,6 +201,7 @@ _TOP_LEVEL_KEYS = frozenset(
         "runtime_reserve_bytes",
         "efficiency",
         "calibration",
+        "sm_count",
     }
 )
 _EFFICIENCY_FRACTIONS = (
@@ -189,6 +212,8 @@ _EFFICIENCY_FRACTIONS = (
     "prefill_memory_efficiency",
     "allreduce_bandwidth_efficiency",
 )
+# Fractions that may be 0 (a term switched off) up to 1.
+_EFFICIENCY_UNIT_INTERVAL = ("gemm_wave_exponent", "decode_overlap_fraction")
 _EFFICIENCY_SECONDS = (
     "kernel_launch_s",
     "allreduce_latency_s",
@@ -198,8 +223,19 @@ _EFFICIENCY_SECONDS = (
     "attention_launch_s",
     "decode_per_seq_head_s",
     "allreduce_latency_per_gpu_s",
+    "decode_combine_s",
+    "decode_regroup_s",
+    "prefill_setup_s",
 )
-_EFFICIENCY_COUNTS = ("gemm_ramp_tokens", "attention_ramp_tokens")
+_EFFICIENCY_COUNTS = (
+    "gemm_ramp_tokens",
+    "attention_ramp_tokens",
+    "gemm_ramp_k",
+    "decode_unsplit_fill",
+    "decode_split_fill",
+)
+# Terms that divide work over the SMs: a profile without `sm_count` must keep them at 0.
+SM_TERMS = ("gemm_wave_exponent", "decode_unsplit_fill", "decode_split_fill")
 # Powers of the overlap p-norm: 1 = no overlap; past 16 it is a max (and p-th powers of
 # seconds would underflow).
 _EFFICIENCY_POWERS = ("gemm_overlap_power", "attention_overlap_power")
@@ -221,6 +257,8 @@ def _profile_from_mapping(doc: Mapping[str, Any], read: _Reader) -> GpuProfile:
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise read.error("aliases", "a list of names", aliases)
+    efficiency = _efficiency_from_mapping(read.mapping(doc, "efficiency"), read)
+    sm_count = _sm_count(doc, efficiency, read)
     return GpuProfile(
         name=read.string(doc, "name").lower(),
         description=str(doc.get("description", "")),
@@ -240,13 +278,31 @@ def _profile_from_mapping(doc: Mapping[str, Any], read: _Reader) -> GpuProfile:
         p2p_latency_s=read.number(doc, "p2p_latency_s", "", positive=False),
         gpus_per_node=int(read.number(doc, "gpus_per_node", "", positive=True)),
         runtime_reserve_bytes=int(read.number(doc, "runtime_reserve_bytes", "", positive=False)),
-        efficiency=_efficiency_from_mapping(read.mapping(doc, "efficiency"), read),
+        efficiency=efficiency,
         calibration=(
             parse_calibration_record(read.mapping(doc, "calibration"), read)
             if "calibration" in doc
             else None
         ),
+        sm_count=sm_count,
     )
+
+
+def _sm_count(doc: Mapping[str, Any], eff: RooflineEfficiency, read: _Reader) -> int | None:
+    """The optional SM count; the wave and occupancy terms cannot work without it."""
+    if "sm_count" not in doc:
+        needing = [key for key in SM_TERMS if getattr(eff, key) != 0]
+        if needing:
+            raise HardwareError(
+                f"{read.where}: missing key 'sm_count' (streaming multiprocessors), which "
+                f"'efficiency.{needing[0]}' needs; add it from the GPU's spec sheet, or set "
+                f"{', '.join(SM_TERMS)} to 0"
+            )
+        return None
+    value = read.number(doc, "sm_count", "", positive=True)
+    if value != int(value):
+        raise read.error("sm_count", "a whole number of SMs", doc["sm_count"])
+    return int(value)
 
 
 def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> RooflineEfficiency:
@@ -254,6 +310,8 @@ def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> Rooflin
     allowed = {
         "calibrated",
         "note",
+        "decode_mha_split_kv",
+        *_EFFICIENCY_UNIT_INTERVAL,
         *_EFFICIENCY_COUNTS,
         *_EFFICIENCY_POWERS,
         "gemm_k_split",
@@ -262,14 +320,17 @@ def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> Rooflin
         *_EFFICIENCY_SECONDS,
     }
     read.no_unknown_keys(block, allowed, prefix)
-    calibrated = block.get("calibrated")
-    if not isinstance(calibrated, bool):
-        raise read.error(f"{prefix}calibrated", "true or false", calibrated)
+    calibrated = read.boolean(block, "calibrated", prefix)
     fractions = {}
     for key in _EFFICIENCY_FRACTIONS:
         value = read.number(block, key, prefix, positive=True)
         if value > 1:
             raise read.error(f"{prefix}{key}", "a fraction of peak in (0, 1]", value)
+        fractions[key] = value
+    for key in _EFFICIENCY_UNIT_INTERVAL:
+        value = read.number(block, key, prefix, positive=False)
+        if value > 1:
+            raise read.error(f"{prefix}{key}", "a number in [0, 1]", value)
         fractions[key] = value
     seconds = {key: read.number(block, key, prefix, positive=False) for key in _EFFICIENCY_SECONDS}
     counts = {key: read.number(block, key, prefix, positive=False) for key in _EFFICIENCY_COUNTS}
@@ -288,6 +349,7 @@ def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> Rooflin
     return RooflineEfficiency(
         calibrated=calibrated,
         note=str(block.get("note", "")),
+        decode_mha_split_kv=read.boolean(block, "decode_mha_split_kv", prefix),
         gemm_k_split=read.number(block, "gemm_k_split", prefix, positive=True),
         allreduce_scaling_exponent=exponent,
         **counts,
@@ -331,6 +393,14 @@ class _Reader:
         if not isinstance(value, str) or not value.strip():
             raise self.error(key, "a non-empty string", value)
         return value.strip()
+
+    def boolean(self, block: Mapping[str, Any], key: str, prefix: str) -> bool:
+        value = block.get(key)
+        if value is None:
+            raise HardwareError(f"{self.where}: missing required key '{prefix}{key}'")
+        if not isinstance(value, bool):
+            raise self.error(f"{prefix}{key}", "true or false", value)
+        return value
 
     def real(self, block: Mapping[str, Any], key: str, prefix: str) -> float:
         """A finite number of either sign."""

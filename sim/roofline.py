@@ -22,6 +22,22 @@ Real = Any
 row). numpy's stubs cannot type arithmetic on the union elementwise, hence Any."""
 
 
+GEMM_TILE_M = 128.0
+GEMM_TILE_N = 256.0
+"""Output tile (tokens x features) the wave term counts: of 64 x 128, 128 x 128, 128 x 256 and
+256 x 128 it fits the A100, H100 and H200 tables best, and it reproduces the A100's steps (a
+1024 x 4096 GEMM takes twice as long at N = 3584 as at N = 3072: its tiles pass 108, the SMs)."""
+GEMM_MAX_K_SPLITS = 16
+GEMM_MIN_SPLIT_K = 1024.0
+"""The wave term lets the library cut K into at most 16 pieces of at least 1024 to even out
+its waves (fixed, not fitted: the count jumps with K, which a gradient fit cannot follow)."""
+_K_SPLITS = np.arange(1.0, GEMM_MAX_K_SPLITS + 1.0)
+
+DECODE_SPLIT_MIN_TOKENS = 128.0
+"""KV tokens one thread block of a FlashAttention decode kernel reads per tile (head_dim 128):
+a context no longer than one tile has nothing to split, so no combine kernel runs."""
+
+
 def overlap(a: Real, b: Real, power: float) -> Real:
     """(a^p + b^p)^(1/p): p = 1 runs the two parts back to back, large p overlaps them fully.
 
@@ -29,6 +45,43 @@ def overlap(a: Real, b: Real, power: float) -> Real:
     than either bound alone; the fitted power says by how much.
     """
     return (a**power + b**power) ** (1.0 / power)
+
+
+def overlap_linear(a: Real, b: Real, fraction: float) -> Real:
+    """max(a, b) + fraction · min(a, b): the smaller part hides under the larger but for
+    `fraction` of it.
+
+    Built from selections and IEEE arithmetic only, so a float and a numpy array give
+    bit-identical results: the decode path relies on that (numpy's vectorised powers need not
+    round like the C library's).
+    """
+    return _maximum(a, b) + fraction * _minimum(a, b)
+
+
+def _maximum(a: Real, b: Real) -> Real:
+    """Elementwise max: numpy's for arrays, Python's (cheaper) for plain numbers."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.maximum(a, b)
+    return max(a, b)
+
+
+def _minimum(a: Real, b: Real) -> Real:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.minimum(a, b)
+    return min(a, b)
+
+
+def gemm_wave_efficiency(m: Real, n: Real, k: Real, *, sm_count: float) -> Real:
+    """Busy fraction of the SMs over the waves of output tiles, in (0, 1].
+
+    Tiles run one per SM in waves: 112 tiles on 108 SMs take two waves, the second nearly
+    empty. The library may cut K into pieces (`GEMM_MIN_SPLIT_K`, `GEMM_MAX_K_SPLITS`) to
+    even the waves out; the best such split is taken.
+    """
+    tiles = np.ceil(m / GEMM_TILE_M) * np.ceil(n / GEMM_TILE_N)
+    waves = np.asarray(tiles)[..., None] * _K_SPLITS / sm_count
+    allowed = np.maximum(1.0, np.floor(np.asarray(k) / GEMM_MIN_SPLIT_K))[..., None]
+    return np.max(np.where(allowed >= _K_SPLITS, waves / np.ceil(waves), 0.0), axis=-1)
 
 
 def gemm_parts(
@@ -39,11 +92,21 @@ def gemm_parts(
     peak_flops: float,
     memory_bw: float,
     weight_bytes: float,
+    sm_count: float,
     eff: RooflineEfficiency,
 ) -> tuple[Real, Real]:
-    """(compute seconds, memory seconds) of an (M x K) @ (K x N) GEMM before overlap."""
-    flops_rate = peak_flops * eff.gemm_peak_efficiency * m / (m + eff.gemm_ramp_tokens)
-    compute_s = 2.0 * m * n * k / flops_rate
+    """(compute seconds, memory seconds) of an (M x K) @ (K x N) GEMM before overlap.
+
+    The FLOP rate ramps with M (small M cannot fill the tensor cores) and with K (each tile
+    pays a fixed pipeline fill and epilogue, worth `gemm_ramp_k` steps of its K loop), and
+    the last, partly empty wave of tiles costs a fitted share of a full one.
+    """
+    flops_rate = (
+        peak_flops * eff.gemm_peak_efficiency * m / (m + eff.gemm_ramp_tokens)
+        * k / (k + eff.gemm_ramp_k)
+    )
+    waves = gemm_wave_efficiency(m, n, k, sm_count=sm_count)
+    compute_s = 2.0 * m * n * k / flops_rate * waves ** (-eff.gemm_wave_exponent)
     # The weights stream once; activations go in (M x K) and out (M x N).
     memory_s = (n * k * weight_bytes + m * (n + k) * ACTIVATION_BYTES) / (
         memory_bw * eff.memory_efficiency
@@ -59,6 +122,7 @@ def gemm_seconds(
     peak_flops: float,
     memory_bw: float,
     weight_bytes: float,
+    sm_count: float,
     eff: RooflineEfficiency,
 ) -> Real:
     """One GEMM: launch + max(overlapped compute and memory, the serial K loop).
@@ -67,7 +131,8 @@ def gemm_seconds(
     bytes, sets the time, until the library splits K across blocks (`gemm_k_split`).
     """
     compute_s, memory_s = gemm_parts(
-        m, n, k, peak_flops=peak_flops, memory_bw=memory_bw, weight_bytes=weight_bytes, eff=eff
+        m, n, k, peak_flops=peak_flops, memory_bw=memory_bw, weight_bytes=weight_bytes,
+        sm_count=sm_count, eff=eff,
     )
     busy_s = overlap(compute_s, memory_s, eff.gemm_overlap_power)
     serial_s = eff.gemm_k_step_s * np.minimum(k, eff.gemm_k_split)
@@ -78,38 +143,73 @@ def decode_attention_variable_seconds(
     num_seqs: Real,
     kv_tokens: Real,
     *,
+    q_heads: Real,
     kv_heads: Real,
     head_dim: Real,
     kv_bytes: float,
     memory_bw: float,
+    sm_count: float,
     eff: RooflineEfficiency,
 ) -> Real:
     """Decode attention over `num_seqs` sequences reading `kv_tokens` cached tokens, no launch.
 
-    A fixed cost per (sequence, KV head) work item (at small contexts the kernel is bound by
-    its many tiny blocks, not by bytes) + the K and V bytes at the fitted bandwidth. Linear in
-    both counts, so the simulator can price many decode steps at once.
+    Two parts overlap (`decode_overlap_fraction` of the smaller one shows): a fixed cost per
+    (sequence, KV head) work unit — at small contexts the kernel is bound by its many tiny
+    blocks — and the K and V bytes at the fitted bandwidth, slowed when too few thread
+    blocks stream them (`decode_kv_slowdown`). Then the fixed costs of the kernel's layout:
+    the combine kernel of a split sequence and the regrouping copies of grouped queries.
+    Nonlinear only in per-step constants (sequences, heads) and in comparisons of the mean
+    context, so the simulator can price many decode steps at once, exactly.
     """
-    kv_bytes_read = kv_tokens * (2.0 * kv_heads * head_dim * kv_bytes)
-    return eff.decode_per_seq_head_s * (num_seqs * kv_heads) + kv_bytes_read / (
+    units = num_seqs * kv_heads
+    grouped = q_heads > kv_heads
+    split = grouped | eff.decode_mha_split_kv
+    # Seconds per cached token read: its K and V at the fitted bandwidth, times the slowdown.
+    token_s = (2.0 * kv_heads * head_dim * kv_bytes) / (
         memory_bw * eff.kv_read_efficiency
+    ) * decode_kv_slowdown(units, split, sm_count=sm_count, eff=eff)
+    busy_s = overlap_linear(
+        eff.decode_per_seq_head_s * units, kv_tokens * token_s, eff.decode_overlap_fraction
     )
+    # FlashAttention-2 moves a KV head's query group into the sequence dimension; with more
+    # than one sequence and KV head that reshape is not a view: queries are copied in and
+    # outputs back. A split sequence's partial results are merged by a second kernel, once
+    # the mean context spans more than one KV tile.
+    regroup = grouped & (kv_heads > 1.0) & (num_seqs > 1.0)
+    combine = kv_tokens > DECODE_SPLIT_MIN_TOKENS * num_seqs
+    return busy_s + combine * (split * eff.decode_combine_s) + regroup * eff.decode_regroup_s
+
+
+def decode_kv_slowdown(
+    units: Real, split: Real, *, sm_count: float, eff: RooflineEfficiency
+) -> Real:
+    """How much slower than the fitted bandwidth `units` (sequence x KV head) pairs read KV.
+
+    A thread block streams only so fast: a kernel that gives each unit one block
+    (FlashAttention-2 with one query head per KV head) needs `decode_unsplit_fill` units per SM
+    to saturate HBM, and with fewer the bandwidth falls in proportion. A kernel that splits
+    each sequence over several blocks (`split`) needs only `decode_split_fill` units per SM.
+    """
+    fill = eff.decode_split_fill * split + eff.decode_unsplit_fill * (1.0 - split)
+    return _maximum(1.0, fill * sm_count / units)
 
 
 def decode_attention_seconds(
     num_seqs: Real,
     kv_tokens: Real,
     *,
+    q_heads: Real,
     kv_heads: Real,
     head_dim: Real,
     kv_bytes: float,
     memory_bw: float,
+    sm_count: float,
     eff: RooflineEfficiency,
 ) -> Real:
     """One decode-attention kernel: launch + `decode_attention_variable_seconds`."""
     return eff.attention_launch_s + decode_attention_variable_seconds(
-        num_seqs, kv_tokens, kv_heads=kv_heads, head_dim=head_dim, kv_bytes=kv_bytes,
-        memory_bw=memory_bw, eff=eff,
+        num_seqs, kv_tokens, q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
+        kv_bytes=kv_bytes, memory_bw=memory_bw, sm_count=sm_count, eff=eff,
     )
 
 
@@ -126,12 +226,14 @@ def prefill_attention_variable_seconds(
 
     `query_head_tokens` (new tokens x query heads) is the kernel's parallelism: with few of them
     the tiles do not fill the GPU, so the efficiency ramps up like `e · W / (W + ramp)`.
-    `traffic_bytes` is Q read, O written and K/V read once.
+    `traffic_bytes` is Q read, O written and K/V read once. `prefill_setup_s` is what the
+    prefill path pays on top of the launch it shares with decode (FlashAttention-3's varlen
+    prefill: about 2 µs; FlashAttention-2: nothing).
     """
     ramp = (query_head_tokens + eff.attention_ramp_tokens) / query_head_tokens
     compute_s = flops * ramp / (peak_flops * eff.attention_compute_efficiency)
     memory_s = traffic_bytes / (memory_bw * eff.prefill_memory_efficiency)
-    return overlap(compute_s, memory_s, eff.attention_overlap_power)
+    return eff.prefill_setup_s + overlap(compute_s, memory_s, eff.attention_overlap_power)
 
 
 def prefill_attention_seconds(

@@ -17,6 +17,7 @@ import pandas as pd
 
 from sim.calibration.parameters import (
     FAMILY_PARAMETERS,
+    FAMILY_SWITCHES,
     PREFILL_SHARED_LAUNCH,
     Parameter,
     round_significant,
@@ -26,13 +27,14 @@ from sim.calibration.parameters import (
 )
 from sim.calibration.predict import PREDICTORS
 from sim.calibration.record import FAMILIES, CalibrationRecord, HeldOutError
-from sim.calibration.solver import minimise
+from sim.calibration.solver import Solution, minimise
 from sim.calibration.tables import FamilyTable
-from sim.hardware import GpuProfile, RooflineEfficiency
+from sim.hardware import SM_TERMS, GpuProfile, RooflineEfficiency
 
 METHOD = (
     "batchsim calibrate fit: per operator family, Levenberg-Marquardt with a soft-L1 loss "
-    "(scale 0.1) on log(predicted / measured), best of several starts; predicted by sim.roofline"
+    "(scale 0.1) on log(predicted / measured), best of several starts and of both settings of "
+    "each yes/no key; predicted by sim.roofline"
 )
 ALWAYS_PRIOR = ("step_overhead_s", "per_seq_overhead_s")
 """Engine overheads (scheduling, sampling) that no operator microbenchmark measures."""
@@ -47,7 +49,7 @@ class FamilyFit:
     """One family's fitted keys and its held-out rows with their predictions."""
 
     family: str
-    values: Mapping[str, float]
+    values: Mapping[str, float]  # yes/no keys (switches) as bools
     heldout: HeldOutError
     heldout_rows: pd.DataFrame  # measured `seconds` and `predicted`
     train_rows: int
@@ -76,7 +78,9 @@ def fit_profile(
     for family in FAMILIES:
         if family not in tables:
             continue
-        parameters = _parameters_for(family, decode_fitted="decode_attention" in fits)
+        parameters = _parameters_for(
+            family, decode_fitted="decode_attention" in fits, has_sms=spec.sm_count is not None
+        )
         fit = _fit_family(spec, eff, tables[family], parameters, seed, holdout_fraction)
         eff = with_values(eff, fit.values)
         fits[family] = fit
@@ -109,8 +113,10 @@ def absolute_percentage_errors(predicted: np.ndarray, measured: np.ndarray) -> n
     return np.abs(predicted / measured - 1.0)
 
 
-def _parameters_for(family: str, decode_fitted: bool) -> tuple[Parameter, ...]:
+def _parameters_for(family: str, decode_fitted: bool, has_sms: bool) -> tuple[Parameter, ...]:
     parameters = FAMILY_PARAMETERS[family]
+    if not has_sms:  # the wave and occupancy terms stay off (0) without an SM count
+        parameters = tuple(p for p in parameters if p.key not in SM_TERMS)
     if family == "prefill_attention" and not decode_fitted:
         launch = FAMILY_PARAMETERS["decode_attention"][0]
         assert launch.key == PREFILL_SHARED_LAUNCH
@@ -134,33 +140,24 @@ def _fit_family(
         )
     test = heldout_split(len(rows), table.family, seed, holdout_fraction)
     train, heldout = rows[~test], rows[test]
-    predictor = PREDICTORS[table.family]
-    measured = train["seconds"].to_numpy()
-
-    def efficiency(x: np.ndarray, digits: int = 17) -> RooflineEfficiency:
-        values = {
-            p.key: round_significant(float(to_value(p.bound, x[i])), digits)
-            for i, p in enumerate(parameters)
-        }
-        return with_values(base, values)
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return np.log(predictor(train, spec, efficiency(x)) / measured)
-
-    best = None
-    for x0 in _starts(parameters):
-        solution = minimise(residuals, x0)
-        if best is None or solution.cost < best.cost:
-            best = solution
+    # Each setting of the family's switches is a model of its own: fit each, keep the best
+    # on the training rows (the first listed wins a tie).
+    best: tuple[Solution, Mapping[str, float], tuple[Parameter, ...]] | None = None
+    for setting in _switch_settings(table.family):
+        free = tuple(p for p in parameters if p.key not in setting)
+        solution = _solve(spec, with_values(base, setting), train, table.family, free)
+        if best is None or solution.cost < best[0].cost:
+            best = (solution, setting, free)
     assert best is not None
+    solution, chosen, free = best
     # Scored with the values the profile will store (4 significant digits).
-    fitted = efficiency(best.x, digits=4)
-    predicted = predictor(heldout, spec, fitted)
+    values = {**_coordinates_to_values(free, solution.x, digits=4), **chosen}
+    fitted = with_values(base, values)
+    predicted = PREDICTORS[table.family](heldout, spec, fitted)
     errors = absolute_percentage_errors(predicted, heldout["seconds"].to_numpy())
     return FamilyFit(
         family=table.family,
-        values={p.key: float(getattr(fitted, p.key)) for p in parameters},
+        values=values,
         heldout=HeldOutError(
             rows=len(heldout),
             median_ape=float(np.median(errors)),
@@ -169,6 +166,51 @@ def _fit_family(
         heldout_rows=heldout.assign(predicted=predicted),
         train_rows=len(train),
     )
+
+
+def _switch_settings(family: str) -> list[dict[str, float]]:
+    """Every combination of the family's switches, with the keys each makes moot set to 0."""
+    settings: list[dict[str, float]] = [{}]
+    for switch in FAMILY_SWITCHES.get(family, ()):
+        moot = dict.fromkeys(switch.moot_when_on, 0.0)
+        settings = [
+            {**s, switch.key: on, **(moot if on else {})} for s in settings for on in (False, True)
+        ]
+    return settings
+
+
+def _solve(
+    spec: GpuProfile,
+    base: RooflineEfficiency,
+    train: pd.DataFrame,
+    family: str,
+    parameters: tuple[Parameter, ...],
+) -> Solution:
+    """The multi-start robust least-squares fit of `parameters` on the training rows."""
+    predictor = PREDICTORS[family]
+    measured = train["seconds"].to_numpy()
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        eff = with_values(base, _coordinates_to_values(parameters, x, digits=17))
+        with np.errstate(all="ignore"):
+            return np.log(predictor(train, spec, eff) / measured)
+
+    best = None
+    for x0 in _starts(parameters):
+        solution = minimise(residuals, x0)
+        if best is None or solution.cost < best.cost:
+            best = solution
+    assert best is not None
+    return best
+
+
+def _coordinates_to_values(
+    parameters: tuple[Parameter, ...], x: np.ndarray, digits: int
+) -> dict[str, float]:
+    return {
+        p.key: round_significant(float(to_value(p.bound, x[i])), digits)
+        for i, p in enumerate(parameters)
+    }
 
 
 def _starts(parameters: tuple[Parameter, ...]) -> list[np.ndarray]:

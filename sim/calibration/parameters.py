@@ -50,17 +50,25 @@ FAMILY_PARAMETERS: Mapping[str, tuple[Parameter, ...]] = MappingProxyType(
             _p("gemm_overlap_power", Bound.POWER, 2.0, 3.0, 1.5),
             _p("gemm_k_step_s", Bound.POSITIVE, 1.5e-9, 3e-9, 1e-9),
             _p("gemm_k_split", Bound.POSITIVE, 2048.0, 1024.0, 4096.0),
+            _p("gemm_ramp_k", Bound.POSITIVE, 128.0, 64.0, 256.0),
+            _p("gemm_wave_exponent", Bound.FRACTION, 0.5, 0.3, 0.15),
         ),
         "decode_attention": (
             _p("attention_launch_s", Bound.POSITIVE, 1e-5, 5e-6, 2e-5),
             _p("decode_per_seq_head_s", Bound.POSITIVE, 2e-8, 5e-8, 1e-8),
             _p("kv_read_efficiency", Bound.FRACTION, 0.8, 0.6, 0.9),
+            _p("decode_unsplit_fill", Bound.POSITIVE, 0.5, 0.1, 1.0),
+            _p("decode_split_fill", Bound.POSITIVE, 0.05, 0.01, 0.2),
+            _p("decode_overlap_fraction", Bound.FRACTION, 0.5, 0.2, 0.8),
+            _p("decode_combine_s", Bound.POSITIVE, 5e-6, 2e-6, 1e-5),
+            _p("decode_regroup_s", Bound.POSITIVE, 5e-6, 2e-6, 1e-5),
         ),
         "prefill_attention": (
             _p("attention_compute_efficiency", Bound.FRACTION, 0.6, 0.5, 0.7),
             _p("attention_ramp_tokens", Bound.POSITIVE, 8192.0, 1024.0, 32768.0),
             _p("prefill_memory_efficiency", Bound.FRACTION, 0.4, 0.2, 0.8),
             _p("attention_overlap_power", Bound.POWER, 1.2, 2.0, 1.05),
+            _p("prefill_setup_s", Bound.POSITIVE, 1e-6, 3e-7, 3e-6),
         ),
         "allreduce": (
             _p("allreduce_latency_s", Bound.POSITIVE, 5e-6, 1e-5, 2e-6),
@@ -68,6 +76,24 @@ FAMILY_PARAMETERS: Mapping[str, tuple[Parameter, ...]] = MappingProxyType(
             _p("allreduce_bandwidth_efficiency", Bound.FRACTION, 0.5, 0.3, 0.8),
             _p("allreduce_scaling_exponent", Bound.EXPONENT, 0.0, 1.0, -0.2),
         ),
+    }
+)
+
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """A yes/no property of a family's kernels, which the fit decides by trying both."""
+
+    key: str
+    moot_when_on: tuple[str, ...]  # keys without effect when the switch is on: stored as 0
+
+
+FAMILY_SWITCHES: Mapping[str, tuple[Switch, ...]] = MappingProxyType(
+    {
+        # Whether the decode kernel splits MHA sequences too; when it does, no layout is
+        # unsplit and the unsplit occupancy has nothing to describe.
+        "decode_attention": (Switch("decode_mha_split_kv", ("decode_unsplit_fill",)),),
     }
 )
 

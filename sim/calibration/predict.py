@@ -35,7 +35,7 @@ def predict_gemm(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -
     return gemm_seconds(
         _column(rows, "m"), _column(rows, "n"), _column(rows, "k"),
         peak_flops=gpu.peak_flops.bf16, memory_bw=gpu.memory_bandwidth_bytes_per_s,
-        weight_bytes=_BF16_BYTES, eff=eff,
+        weight_bytes=_BF16_BYTES, sm_count=gpu.parallel_units, eff=eff,
     )
 
 
@@ -43,9 +43,10 @@ def predict_decode(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency)
     batch = _column(rows, "batch_size")
     # `step` is the KV-cache length each sequence reads.
     return decode_attention_seconds(
-        batch, batch * _column(rows, "step"),
+        batch, batch * _column(rows, "step"), q_heads=_column(rows, "num_heads"),
         kv_heads=_column(rows, "num_key_value_heads"), head_dim=_column(rows, "head_dim"),
-        kv_bytes=_BF16_BYTES, memory_bw=gpu.memory_bandwidth_bytes_per_s, eff=eff,
+        kv_bytes=_BF16_BYTES, memory_bw=gpu.memory_bandwidth_bytes_per_s,
+        sm_count=gpu.parallel_units, eff=eff,
     )
 
 

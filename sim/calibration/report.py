@@ -25,26 +25,38 @@ _FAMILY_NAMES = {
 _SHORTFALLS = """\
 ## Where the roofline falls short, and why
 
-- **GEMM.** The fitted form is the roofline with three additions the data demanded: compute
+- **GEMM.** The fitted form is the roofline with the additions the data demanded: compute
   and memory time combine as a p-norm (a kernel near the ridge point is slower than either
-  bound), and a thread block's serial walk over K sets a floor for skinny GEMMs until the
-  library splits K. What remains is the library's choice of tile and split per shape (a
-  wave-quantisation term with one fixed tile made the fit *worse*: cuBLAS changes tiles from
-  shape to shape) and, on the A100 table, kernels that jump between neighbouring shapes.
-  The L40S tables look measured without flushing its 96 MB L2: GEMVs whose weights fit in L2
-  reach well over the GDDR6 bandwidth, which a profile capped at 100% of the spec bandwidth
-  cannot follow (serving weights never fit in L2, so the cap is right for the simulator).
-- **Decode attention.** Fitted as launch + a cost per (sequence, KV head) + KV bytes at a
-  fitted bandwidth, linear so that the simulator can price many decode steps at once. The
-  A100 table comes from a FlashAttention-2 build whose split-KV heuristic is not applied to
-  MHA and MQA head layouts: with few sequences only a handful of thread blocks stream the
-  cache and the achieved bandwidth collapses, which a roofline over bytes cannot represent;
-  grouped-query layouts (Llama 3, Mistral, Qwen 2.5) fit much better there. On the L40S,
-  whenever a benchmark's whole KV cache fits in the 96 MB L2 it is read at L2 speed, up to
-  twice as fast as the model says; larger caches fit as well as on the other GPUs.
+  bound); a thread block's serial walk over K sets a floor for skinny GEMMs until the library
+  splits K; each output tile pays a fixed pipeline fill and epilogue worth `gemm_ramp_k` steps
+  of K (about 100 on the A100, 120-130 on the H100/H200); and the tiles (128 x 256) run in
+  waves over the SMs, so a GEMM just past a full wave waits for a nearly empty second one
+  unless K is long enough to split. That tail costs only a fitted share of a wave
+  (`gemm_wave_exponent`: 0.39 on the A100, 0.13-0.17 on the H100/H200), because cuBLAS picks
+  other tiles or splits for many shapes; what remains is those per-shape choices. The L40S
+  tables look measured without flushing its 96 MB L2: GEMVs whose weights fit in L2 reach
+  well over the GDDR6 bandwidth, which a profile capped at 100% of the spec bandwidth cannot
+  follow (serving weights never fit in L2, so the cap is right for the simulator); the fit
+  switches the tile terms off there.
+- **Decode attention.** Launch, then a cost per (sequence, KV head) unit and the KV bytes at
+  a fitted bandwidth, the two overlapping (`decode_overlap_fraction` of the smaller shows);
+  then what the kernel's layout adds. The A100 and L40S tables come from a FlashAttention-2
+  build that splits a sequence over thread blocks only in its grouped-query path: an MHA
+  decode runs one block per unit, and with fewer units than saturate HBM (0.62 per SM on the
+  A100: 67 units) the bandwidth falls in proportion. The grouped-query path moves each query
+  group into the sequence dimension, which with several sequences and KV heads costs two
+  copies (5.8 µs on the A100), and a split sequence longer than one KV tile runs a combine
+  kernel (5.6 µs). The H100/H200 tables (FlashAttention-3) split every layout, pay no copies
+  and a 1.1-1.6 µs combine; the fit finds which kernel it faces by trying both
+  (`decode_mha_split_kv`). What remains on the A100: MHA layouts (11% median / 25% p90 of
+  their held-out rows) and split decodes of one or two units over 16k+ tokens, whose split
+  count the model does not follow. On the L40S, whenever a benchmark's whole KV cache fits in
+  the 96 MB L2 it is read at L2 speed, up to twice as fast as the model says; larger caches
+  fit as well as on the other GPUs.
 - **Prefill attention.** One efficiency for all head dimensions; FlashAttention's speed per
   FLOP differs by head dimension (64 runs slower than the fit, 192 and 256 faster), which
-  dominates the p90.
+  dominates the p90. The prefill path pays a fixed `prefill_setup_s` beyond the launch it
+  shares with decode: 1.8-1.9 µs on the H100/H200 (FlashAttention-3), none on the A100/L40S.
 - **All-reduce.** α grows with the ring; bus bandwidth scales as (2/GPUs)^γ, which covers
   NVSwitch (γ < 0) and the L40S's PCIe-through-host path (γ ≈ 2), but NCCL's protocol
   switches between message sizes make mid-size messages slower than the line.

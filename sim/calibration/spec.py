@@ -41,6 +41,17 @@ PRIOR_EFFICIENCY = MappingProxyType(
         "allreduce_latency_per_gpu_s": 1.5e-6,
         "allreduce_bandwidth_efficiency": 0.5,
         "allreduce_scaling_exponent": 0.0,
+        # The shape terms start switched off: no K ramp, no wave tail, no occupancy penalty,
+        # no layout kernels, and decode's two parts simply add.
+        "gemm_ramp_k": 0.0,
+        "gemm_wave_exponent": 0.0,
+        "decode_mha_split_kv": True,
+        "decode_unsplit_fill": 0.0,
+        "decode_split_fill": 0.0,
+        "decode_overlap_fraction": 1.0,
+        "decode_combine_s": 0.0,
+        "decode_regroup_s": 0.0,
+        "prefill_setup_s": 0.0,
     }
 )
 """Starting values for a spec without efficiencies (and for spec-only profiles' docs)."""

@@ -28,6 +28,15 @@ _EFFICIENCY_COMMENTS = {
     "allreduce_latency_per_gpu_s": "... plus this per further GPU",
     "allreduce_bandwidth_efficiency": "bus bandwidth / link bandwidth on 2 GPUs",
     "allreduce_scaling_exponent": "bus bandwidth * (2 / GPUs)^exponent",
+    "gemm_ramp_k": "e_c(K) = ... * K / (K + ramp_k): per-tile fill",
+    "gemm_wave_exponent": "compute * (wave efficiency)^-exponent",
+    "decode_mha_split_kv": "decode kernel splits MHA sequences too",
+    "decode_unsplit_fill": "(seq, KV head) units/SM saturating HBM, unsplit",
+    "decode_split_fill": "... the same when the kernel splits",
+    "decode_overlap_fraction": "max(work, KV read) + this * min",
+    "decode_combine_s": "split-KV combine kernel",
+    "decode_regroup_s": "grouped-query copies (FA2, >1 seq and KV head)",
+    "prefill_setup_s": "prefill: fixed cost beyond the shared launch",
     "step_overhead_s": "c0 per step (prior: not measured by operator tables)",
     "per_seq_overhead_s": "c1 per sequence (prior: not measured by operator tables)",
 }
@@ -68,7 +77,8 @@ def _efficiency_block(eff: RooflineEfficiency) -> str:
     for field in dataclasses.fields(RooflineEfficiency):
         if field.name in ("calibrated", "note"):
             continue
-        value = number(float(getattr(eff, field.name)))
+        raw = getattr(eff, field.name)
+        value = ("true" if raw else "false") if isinstance(raw, bool) else number(float(raw))
         comment = _EFFICIENCY_COMMENTS.get(field.name, "")
         lines.append(f"  {field.name}: {value}".ljust(44) + (f"# {comment}" if comment else ""))
     return "\n".join(lines) + "\n"

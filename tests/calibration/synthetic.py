@@ -19,10 +19,10 @@ _GRIDS = {
         "k": [64, 512, 1024, 2048, 4096, 8192, 16384],
     },
     "decode_attention": {
-        "batch_size": [1, 4, 16, 64, 256, 1024],
+        "batch_size": [1, 2, 4, 16, 64, 256, 1024],
         "isl": [1],
-        "num_heads": [32, 64],
-        "num_key_value_heads": [1, 8],
+        # (query heads, KV heads): MHA, grouped-query and multi-query layouts.
+        "heads": [(8, 8), (32, 32), (32, 8), (64, 8), (64, 1)],
         "head_dim": [128],
         "step": [16, 128, 1024, 8192, 32768],
     },
@@ -47,6 +47,8 @@ def synthetic_tables(gpu: GpuProfile, noise: float, seed: int) -> dict[str, Fami
     tables = {}
     for family, grid in _GRIDS.items():
         rows = pd.DataFrame(list(itertools.product(*grid.values())), columns=list(grid))
+        if "heads" in rows:
+            rows[["num_heads", "num_key_value_heads"]] = rows.pop("heads").tolist()
         seconds = PREDICTORS[family](rows, gpu, gpu.efficiency)
         rows["seconds"] = seconds * np.exp(rng.normal(0.0, noise, len(rows)))
         rows["latency"] = rows["seconds"] * 1e3

@@ -8,7 +8,7 @@ import pytest
 
 from sim.calibration.fit import fit_profile
 from sim.calibration.parameters import FAMILY_PARAMETERS
-from sim.hardware import GpuProfile, load_gpu_profile
+from sim.hardware import SM_TERMS, GpuProfile, load_gpu_profile
 from tests.calibration.synthetic import synthetic_tables
 
 # A truth unlike every starting point of the fit, with every term switched on.
@@ -20,13 +20,16 @@ _TRUTH = {
     "attention_ramp_tokens": 5000.0, "prefill_memory_efficiency": 0.45,
     "attention_overlap_power": 1.4, "allreduce_latency_s": 7e-6,
     "allreduce_latency_per_gpu_s": 1.1e-6, "allreduce_bandwidth_efficiency": 0.62,
-    "allreduce_scaling_exponent": 0.7,
+    "allreduce_scaling_exponent": 0.7, "gemm_ramp_k": 110.0, "gemm_wave_exponent": 0.4,
+    "decode_unsplit_fill": 0.45, "decode_split_fill": 0.03, "decode_overlap_fraction": 0.35,
+    "decode_combine_s": 4e-6, "decode_regroup_s": 3e-6, "prefill_setup_s": 1.5e-6,
 }
 
 
-def _truth_gpu() -> GpuProfile:
+def _truth_gpu(**switches: bool) -> GpuProfile:
     gpu = load_gpu_profile("h100-sxm")
-    return dataclasses.replace(gpu, efficiency=dataclasses.replace(gpu.efficiency, **_TRUTH))
+    truth = {**_TRUTH, "decode_mha_split_kv": False, **switches}
+    return dataclasses.replace(gpu, efficiency=dataclasses.replace(gpu.efficiency, **truth))
 
 
 def test_noise_free_measurements_give_back_the_parameters() -> None:
@@ -61,3 +64,29 @@ def test_every_family_fits_only_its_own_keys() -> None:
     assert result.gpu.efficiency.kv_read_efficiency == truth.efficiency.kv_read_efficiency
     assert result.gpu.calibration is not None
     assert "kv_read_efficiency" in result.gpu.calibration.not_fitted
+
+
+@pytest.mark.parametrize("splits_mha", [False, True])
+def test_the_fit_tells_whether_the_decode_kernel_splits_mha_sequences(splits_mha: bool) -> None:
+    truth = _truth_gpu(decode_mha_split_kv=splits_mha)
+    tables = synthetic_tables(truth, noise=0.02, seed=4)
+    fitted = fit_profile(truth, {"decode_attention": tables["decode_attention"]}, seed=0).gpu
+    assert fitted.efficiency.decode_mha_split_kv is splits_mha
+    if splits_mha:  # no layout is unsplit: its occupancy is moot, stored as 0
+        assert fitted.efficiency.decode_unsplit_fill == 0.0
+    else:
+        assert fitted.efficiency.decode_unsplit_fill == pytest.approx(0.45, rel=0.1)
+
+
+def test_without_an_sm_count_the_wave_and_occupancy_terms_stay_off() -> None:
+    off = dict.fromkeys(SM_TERMS, 0.0)
+    truth = dataclasses.replace(_truth_gpu(**off), sm_count=None)
+    tables = synthetic_tables(truth, noise=0.0, seed=1)
+    result = fit_profile(truth, {f: tables[f] for f in ("gemm", "decode_attention")}, seed=0)
+    assert result.gpu.calibration is not None
+    for key in SM_TERMS:
+        assert getattr(result.gpu.efficiency, key) == 0.0
+        assert key in result.gpu.calibration.not_fitted
+    # Still told apart: a split MHA decode would run a combine kernel.
+    assert result.gpu.efficiency.decode_mha_split_kv is False
+    assert result.families["gemm"].heldout.p90_ape < 0.01

@@ -36,6 +36,10 @@ def _load(tmp_path: Path, document: dict[str, Any]) -> None:
         ("prefill_memory_efficiency", 1.2, r"prefill_memory_efficiency' must be a fraction"),
         ("decode_per_seq_head_s", -1e-8, r"decode_per_seq_head_s' must be a non-negative"),
         ("gemm_k_split", 0, r"gemm_k_split' must be a positive number"),
+        ("gemm_wave_exponent", 1.5, r"gemm_wave_exponent' must be a number in \[0, 1\]"),
+        ("decode_overlap_fraction", -0.1, r"decode_overlap_fraction' must be a non-negative"),
+        ("decode_unsplit_fill", -1, r"decode_unsplit_fill' must be a non-negative"),
+        ("decode_mha_split_kv", "yes", r"decode_mha_split_kv' must be true or false"),
     ],
 )
 def test_impossible_efficiency_values_name_file_and_key(
@@ -48,13 +52,33 @@ def test_impossible_efficiency_values_name_file_and_key(
 
 
 @pytest.mark.parametrize(
-    "key", ["attention_launch_s", "gemm_k_step_s", "allreduce_scaling_exponent"]
+    "key",
+    ["attention_launch_s", "gemm_k_step_s", "allreduce_scaling_exponent", "gemm_wave_exponent",
+     "decode_mha_split_kv", "prefill_setup_s"],
 )
 def test_missing_new_efficiency_keys_are_named(tmp_path: Path, key: str) -> None:
     document = _document()
     del document["efficiency"][key]
     expected = rf"fitted\.yaml: missing required key 'efficiency\.{key}'"
     with pytest.raises(HardwareError, match=expected):
+        _load(tmp_path, document)
+
+
+def test_wave_and_occupancy_terms_need_the_sm_count(tmp_path: Path) -> None:
+    document = _document()
+    del document["sm_count"]
+    expected = r"fitted\.yaml: missing key 'sm_count' .* 'efficiency\.gemm_wave_exponent' needs"
+    with pytest.raises(HardwareError, match=expected):
+        _load(tmp_path, document)
+    for key in ("gemm_wave_exponent", "decode_unsplit_fill", "decode_split_fill"):
+        document["efficiency"][key] = 0.0
+    _load(tmp_path, document)  # with those terms off, the SM count is not needed
+
+
+def test_sm_count_is_a_whole_positive_number(tmp_path: Path) -> None:
+    document = _document()
+    document["sm_count"] = 131.5
+    with pytest.raises(HardwareError, match=r"key 'sm_count' must be a whole number of SMs"):
         _load(tmp_path, document)
 
 

@@ -36,14 +36,15 @@ def test_gemms_turn_compute_bound_after_tens_to_hundreds_of_tokens(gpu_name: str
     tokens = np.arange(1, 4097, dtype=np.float64)
     compute, memory = gemm_parts(
         tokens, n, k, peak_flops=gpu.peak_flops.bf16, memory_bw=gpu.memory_bandwidth_bytes_per_s,
-        weight_bytes=2.0, eff=gpu.efficiency,
+        weight_bytes=2.0, sm_count=gpu.parallel_units, eff=gpu.efficiency,
     )
     crossover = int(tokens[np.argmax(compute > memory)])
     assert 20 <= crossover <= 500
     # Far past the crossover the GEMM runs near the fitted peak.
     seconds = gemm_seconds(
         8192.0, n, k, peak_flops=gpu.peak_flops.bf16,
-        memory_bw=gpu.memory_bandwidth_bytes_per_s, weight_bytes=2.0, eff=gpu.efficiency,
+        memory_bw=gpu.memory_bandwidth_bytes_per_s, weight_bytes=2.0,
+        sm_count=gpu.parallel_units, eff=gpu.efficiency,
     )
     achieved = 2 * 8192 * n * k / seconds
     fitted_peak = gpu.peak_flops.bf16 * gpu.efficiency.gemm_peak_efficiency

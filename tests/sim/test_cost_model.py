@@ -85,8 +85,9 @@ def test_decode_attention_is_the_fitted_operator_function_times_layers() -> None
     contexts = np.array([10, 200, 3000], dtype=np.int64)
     step = _cost_model().step_time(np.ones(3, dtype=np.int64), contexts, 3)
     per_layer = decode_attention_seconds(
-        3.0, float((contexts + 1).sum()), kv_heads=model.num_kv_heads, head_dim=model.head_dim,
-        kv_bytes=2.0, memory_bw=gpu.memory_bandwidth_bytes_per_s, eff=gpu.efficiency,
+        3.0, float((contexts + 1).sum()), q_heads=model.num_heads, kv_heads=model.num_kv_heads,
+        head_dim=model.head_dim, kv_bytes=2.0, memory_bw=gpu.memory_bandwidth_bytes_per_s,
+        sm_count=gpu.parallel_units, eff=gpu.efficiency,
     )
     assert step.attention_s == pytest.approx(model.num_layers * per_layer)
 

@@ -150,3 +150,11 @@ def test_unknown_key_is_an_error(tmp_path: Path) -> None:
 def test_missing_file_is_a_hardware_error(tmp_path: Path) -> None:
     with pytest.raises(HardwareError, match="no such GPU profile file"):
         load_gpu_profile(str(tmp_path / "absent.yaml"))
+
+
+def test_sm_counts_from_the_spec_sheets() -> None:
+    counts = {name: load_gpu_profile(name).sm_count for name in _SHIPPED}
+    assert counts == {"a100-sxm-80gb": 108, "h100-sxm": 132, "h200-sxm": 132, "l40s": 142,
+                      "mi300x": 304, "b200": None}
+    b200 = load_gpu_profile("b200").efficiency  # no SM count: the SM terms are off
+    assert b200.gemm_wave_exponent == b200.decode_unsplit_fill == b200.decode_split_fill == 0

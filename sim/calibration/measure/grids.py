@@ -63,13 +63,21 @@ def full_grid(model: ModelSpec) -> Grid:
 
 
 def quick_grid() -> Grid:
-    """A reduced grid that runs in seconds on a CPU: the real code path, small shapes."""
-    gemms = tuple((m, n, k) for m in (1, 8, 64, 256) for n in (128, 512) for k in (128, 512))
+    """A reduced grid that runs in seconds on a CPU: the real code path, small shapes.
+
+    Just enough rows per family for `fit` to accept them (two per fitted key and two more).
+    """
+    gemms = tuple(
+        (m, n, k) for m in (1, 8, 64, 256) for n in (128, 512) for k in (128, 512, 1024)
+    )
     return Grid(
         gemms=gemms,
         heads=(AttentionHeads(4, 2, 64), AttentionHeads(4, 4, 64)),
         prefill=((1, 32), (1, 64), (1, 128), (2, 64), (2, 128), (1, 256)),
-        decode=((1, 64), (1, 256), (4, 64), (4, 256), (8, 1024)),
+        decode=(
+            (1, 64), (1, 256), (1, 1024), (2, 128), (2, 512), (4, 64), (4, 256), (8, 128),
+            (8, 1024),
+        ),
         allreduce_bytes=(1 << 10, 1 << 16, 1 << 20),
         copy_bytes=1 << 24, max_elements=1 << 24,
     )
