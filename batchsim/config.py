@@ -292,7 +292,43 @@ class ContinuousArm(ConfigModel):
     swapped to host memory and back."""
 
 
-Arm = Annotated[StaticArm | ContinuousArm, Field(discriminator="kind")]
+class ChunkedPrefillArm(ConfigModel):
+    """Chunked prefill as in Sarathi-Serve and vLLM v1: a per-step token budget; running
+    decodes first, then prefill chunks fill the rest, so a long prompt is spread over several
+    steps instead of stalling every decode for one long step."""
+
+    name: str = Field(min_length=1)
+    """Arm name, unique within the experiment; labels results and `--set policies.<name>...`."""
+    kind: Literal["chunked_prefill"] = "chunked_prefill"
+    """Selects this policy."""
+    token_budget: AtLeastOne = 2048
+    """Most new tokens in one step (vLLM's `max_num_batched_tokens`), decodes and prefill chunks
+    together. It bounds the longest step, hence decode inter-token latency; larger budgets
+    prefill faster. 2048 is vLLM v1's server default on GPUs under 70 GiB and on the A100
+    (8192 on the H100/H200); Sarathi-Serve used 512 for tight inter-token SLOs."""
+    max_num_seqs: AtLeastOne = 256
+    """Most sequences running at once (and in one step); at most `token_budget`, so that every
+    running request can decode in every step."""
+    long_prefill_token_threshold: AtLeastOne | None = None
+    """Cap on one request's prefill chunk per step, so that several long prompts share the
+    budget (and short ones are admitted beside a long one); null: no cap beyond the budget."""
+    preemption: Literal["recompute", "swap"] = "recompute"
+    """What happens to a preempted request's KV cache: dropped and recomputed later, or
+    swapped to host memory and back."""
+
+    @model_validator(mode="after")
+    def _budget_holds_every_decode(self) -> Self:
+        if self.token_budget < self.max_num_seqs:
+            raise rule_error(
+                "token_budget",
+                f"must be >= max_num_seqs (got token_budget={self.token_budget}, "
+                f"max_num_seqs={self.max_num_seqs}), as in vLLM: every running request "
+                "decodes one token per step",
+            )
+        return self
+
+
+Arm = Annotated[StaticArm | ContinuousArm | ChunkedPrefillArm, Field(discriminator="kind")]
 
 
 # --- deployment and output -------------------------------------------------------------------
@@ -374,9 +410,12 @@ class Experiment(ConfigModel):
     """The paged KV cache."""
     replicas: AtLeastOne = 1
     """Model replicas, each on `tensor_parallel` GPUs."""
-    router: Literal["round_robin", "least_outstanding", "least_kv"] = "round_robin"
-    """How arrivals are assigned to replicas: in turn, to the fewest queued + running, or to
-    the most free KV blocks (ties to the lowest replica index)."""
+    router: Literal["round_robin", "least_outstanding", "least_kv", "shared_queue"] = (
+        "round_robin")
+    """How arrivals reach replicas: assigned on arrival in turn, to the fewest queued +
+    running, or to the most free KV blocks (ties to the lowest replica index); or
+    `shared_queue`: one FCFS queue from which the first replica with room takes the next
+    request."""
     workload: WorkloadConfig
     """The request stream."""
     warmup_s: NonNegative = 0.0

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from batchsim.config import Arm, ContinuousArm, StaticArm
+from batchsim.config import Arm, ChunkedPrefillArm, ContinuousArm, StaticArm
+from policies.chunked_prefill import ChunkedPrefill
 from policies.continuous import ContinuousBatching
 from policies.static import StaticBatching
 from sim.kv_cache import HostSwapSpace, KVBlockPool
@@ -35,6 +36,12 @@ def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
     if isinstance(arm, StaticArm):
         return StaticBatching(pool=pool, max_batch_size=arm.max_batch_size,
                               max_wait_s=arm.max_wait_s, max_output_tokens=arm.max_output_tokens)
+    if isinstance(arm, ChunkedPrefillArm):
+        return ChunkedPrefill(
+            pool=pool, token_budget=arm.token_budget, max_num_seqs=arm.max_num_seqs,
+            long_prefill_token_threshold=arm.long_prefill_token_threshold,
+            preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
+        )
     assert isinstance(arm, ContinuousArm)
     return ContinuousBatching(
         pool=pool, max_num_seqs=arm.max_num_seqs,

@@ -111,8 +111,11 @@ def run_experiment(
         if on_progress is not None:
             def progress(now: float, arm_name: str = arm.name) -> None:
                 on_progress(arm_name, now)
+        shared_queue = exp.router == "shared_queue"
         simulation = Simulation(policies, deployment.cost_model, traffic.traffic,
-                                ROUTERS[exp.router], max_model_len=deployment.max_model_len,
+                                None if shared_queue else ROUTERS[exp.router],
+                                shared_queue=shared_queue,
+                                max_model_len=deployment.max_model_len,
                                 fast_path=exp.engine.fast_path, on_progress=progress)
         record = simulation.run()
         requests = requests_table(record.requests)

@@ -12,14 +12,16 @@ from __future__ import annotations
 import math
 from collections import deque
 
-import numpy as np
-
 from policies.budget import StepBudget
-from policies.preemption import PreemptionMode, preempt, swap_in
+from policies.iteration_level import (
+    decode_repeat_steps,
+    reject_if_never_fits,
+    schedule_all_decodes,
+)
+from policies.preemption import PreemptionMode, allocate_or_preempt, swap_in
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request, RequestStatus
 from sim.step_plan import StepOutcome, StepPlan, apply_tokens
-from sim.stretch import extra_blocks_by_step
 
 
 class ContinuousBatching:
@@ -51,14 +53,11 @@ class ContinuousBatching:
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
+    def has_room(self) -> bool:
+        return not self.waiting and len(self.running) < self.max_num_seqs
+
     def add_request(self, request: Request, now: float) -> bool:
-        # The simulator knows the output length; a request that could not fit in the whole
-        # cache even alone would be preempted forever, so it is rejected up front with a reason.
-        need = self.pool.blocks_for(request.prompt_tokens + request.output_tokens)
-        if need > self.pool.num_blocks:
-            request.reject(
-                f"needs {need} KV blocks for prompt+output, the cache has {self.pool.num_blocks}"
-            )
+        if not reject_if_never_fits(request, self.pool):
             return False
         if request.prompt_tokens > self.max_num_batched_tokens:
             request.reject(
@@ -72,36 +71,14 @@ class ContinuousBatching:
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
         budget = StepBudget(self.max_num_batched_tokens, self.max_num_seqs)
-        if not self._schedule_all_decodes(plan, budget):
+        # Every running request has its first token and one pending token: the whole prompt
+        # was prefilled in the step that admitted it.
+        if not schedule_all_decodes(self.running, self.pool, plan, budget):
             self._schedule_running(plan, budget)
         if not plan.preempted:
             self._schedule_waiting(plan, budget, now)
         plan.use_token_shape()
         return plan
-
-    def _schedule_all_decodes(self, plan: StepPlan, budget: StepBudget) -> bool:
-        """The common case, planned in one pass: every running request decodes one token.
-
-        A running request holds blocks for exactly its computed tokens, so its next token needs
-        a new block only when those fill their blocks; if the free blocks cover every such
-        request, no one is preempted. Otherwise the request-by-request path decides.
-        """
-        running = self.running
-        count = len(running)
-        if not count or count > budget.seqs_left or count > budget.tokens_left:
-            return False
-        block_size = self.pool.block_size
-        contexts = [r.num_computed_tokens for r in running]
-        growing = [r for r, c in zip(running, contexts, strict=True) if c % block_size == 0]
-        if len(growing) > self.pool.num_free:
-            return False
-        for request in growing:
-            allocated = self.pool.allocate(request.request_id, request.num_tokens)
-            assert allocated, "a running request held more KV than its computed tokens"
-        plan.add_decodes(list(running), contexts)
-        budget.tokens_left -= count
-        budget.seqs_left -= count
-        return True
 
     def _schedule_running(self, plan: StepPlan, budget: StepBudget) -> None:
         index = 0
@@ -118,13 +95,10 @@ class ContinuousBatching:
 
     def _allocate_or_preempt(self, request: Request, plan: StepPlan) -> bool:
         """Reserve KV for `request`'s next tokens, preempting newest-first; False if it went."""
-        while not self.pool.allocate(request.request_id, request.num_tokens):
-            victim = self.running.pop()
-            preempt(victim, self.pool, self.preemption, self.swap_space, plan)
-            self.waiting.appendleft(victim)
-            if victim is request:
-                return False
-        return True
+        return allocate_or_preempt(
+            request, request.num_tokens, running=self.running, waiting=self.waiting,
+            pool=self.pool, mode=self.preemption, swap_space=self.swap_space, plan=plan,
+        )
 
     def _schedule_waiting(self, plan: StepPlan, budget: StepBudget, now: float) -> None:
         while self.waiting:
@@ -151,13 +125,7 @@ class ContinuousBatching:
         counts do not change and its free KV only shrinks. A batch that left running requests
         unscheduled (token budget) steps normally.
         """
-        if len(plan.requests) != len(self.running):
-            return 1
-        tokens = plan.cost_context_tokens + 1
-        # Allocation is exact: each request holds the blocks of the tokens it computes now.
-        held = -(-tokens // self.pool.block_size)
-        extra = extra_blocks_by_step(tokens, held, self.pool.block_size, horizon)
-        return int(np.searchsorted(extra, self.pool.num_free, side="right"))
+        return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
         outcome = apply_tokens(plan)

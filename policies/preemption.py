@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Literal
 
 from sim.kv_cache import HostSwapSpace, KVBlockPool
@@ -48,3 +49,27 @@ def swap_in(request: Request, swap_space: HostSwapSpace | None, plan: StepPlan) 
         swap_space.release(request.request_id)
         request.swapped_out = False
         plan.swap_tokens += request.num_computed_tokens
+
+
+def allocate_or_preempt(
+    request: Request,
+    total_tokens: int,
+    *,
+    running: list[Request],
+    waiting: deque[Request],
+    pool: KVBlockPool,
+    mode: PreemptionMode,
+    swap_space: HostSwapSpace | None,
+    plan: StepPlan,
+) -> bool:
+    """Make `request` hold KV for `total_tokens`, preempting the newest running request until it
+    fits (vLLM's rule); victims go back to the head of `waiting` in admission order and are listed
+    in `plan.preempted`. Returns False if `request` itself was preempted.
+    """
+    while not pool.allocate(request.request_id, total_tokens):
+        victim = running.pop()
+        preempt(victim, pool, mode, swap_space, plan)
+        waiting.appendleft(victim)
+        if victim is request:
+            return False
+    return True

@@ -47,6 +47,10 @@ class StaticBatching:
     def has_work(self) -> bool:
         return bool(self.batch or self.waiting)
 
+    def has_room(self) -> bool:
+        """Only between batches: newcomers cannot join a running static batch."""
+        return not self.batch and len(self.waiting) < self.max_batch_size
+
     def add_request(self, request: Request, now: float) -> bool:
         if request.output_tokens > self.max_output_tokens:
             request.reject(

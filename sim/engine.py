@@ -9,12 +9,13 @@ from typing import Protocol
 import numpy as np
 import simpy
 
+from sim.dispatch import Dispatcher, RoutedDispatch, SharedQueueDispatch
 from sim.policy_protocol import BatchingPolicy
 from sim.recorder import RunRecord
 from sim.request import Request, RequestStatus
 from sim.routers import Router, round_robin
 from sim.step_plan import StepPlan
-from sim.stretch import advance_decode_steps, decode_horizon
+from sim.stretch import advance_decode_steps, decode_horizon, kv_growth
 
 # Progress is reported every this many steps of a replica (cheap enough, frequent enough).
 _PROGRESS_EVERY_STEPS = 4096
@@ -79,6 +80,7 @@ class Replica:
         self, env: simpy.Environment, index: int, policy: BatchingPolicy,
         cost_model: StepCostModel, record: RunRecord, on_done: Callable[[Request], None],
         *, fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
+        on_state_change: Callable[[], None] | None = None,
     ) -> None:
         self.env = env
         self.index = index
@@ -88,7 +90,9 @@ class Replica:
         self.on_done = on_done
         self.fast_path = fast_path
         self.on_progress = on_progress
+        self.on_state_change = on_state_change
         self._steps = 0
+        self._stretch: tuple[np.ndarray, np.ndarray, int] | None = None
         self._wake = env.event()
         env.process(self._run())
 
@@ -98,6 +102,15 @@ class Replica:
         if accepted and not self._wake.triggered:
             self._wake.succeed()
         return accepted
+
+    def free_kv_blocks(self) -> int:
+        """Free KV blocks now, as stepping one by one would have them mid-stretch."""
+        if self._stretch is None:
+            return self.policy.pool.num_free
+        ends, growth, free_at_start = self._stretch
+        # Steps whose start has passed have allocated their blocks.
+        started = min(int(np.searchsorted(ends, self.env.now, side="right")), ends.size - 1)
+        return free_at_start - int(growth[started])
 
     def _idle(self, wake_at: float | None) -> simpy.Event:
         if wake_at is None:
@@ -112,6 +125,8 @@ class Replica:
                 self._wake = env.event()
                 continue
             plan = self.policy.schedule(env.now)
+            if self.on_state_change is not None:
+                self.on_state_change()  # admission may have made room for queued requests
             if plan.is_empty:
                 yield self._idle(plan.wake_at)
                 if self._wake.triggered:
@@ -153,16 +168,20 @@ class Replica:
         )
         ends = np.cumsum(np.concatenate(([start], durations)))[1:]
         waiting = self.policy.num_waiting  # constant until the arrival that ends the stretch
+        growth = kv_growth(plan, self.policy.pool, steps)
+        self._stretch = (ends, growth, self.policy.pool.num_free)
         self._wake = env.event()
         yield self._wake | env.timeout(ends[-1] - start)
         if env.now < ends[-1]:  # woken by an arrival
             steps = int(np.searchsorted(ends, env.now, side="left")) + 1
             if ends[steps - 1] > env.now:
                 yield env.timeout(ends[steps - 1] - env.now)
+        self._stretch = None
         if steps > 1:
             advance_decode_steps(
-                plan, ends[: steps - 1], durations[: steps - 1], pool=self.policy.pool,
-                record=self.record, replica=self.index, num_waiting=waiting,
+                plan, ends[: steps - 1], durations[: steps - 1], growth,
+                pool=self.policy.pool, record=self.record, replica=self.index,
+                num_waiting=waiting,
             )
             self._steps += steps - 1
         self._finish_step(plan, float(ends[steps - 2]) if steps > 1 else start,
@@ -181,6 +200,8 @@ class Replica:
         for request in outcome.finished:
             request.finish_s = now
             self.on_done(request)
+        if self.on_state_change is not None:
+            self.on_state_change()
         self._steps += 1
         if self.on_progress is not None and self._steps % _PROGRESS_EVERY_STEPS == 0:
             self.on_progress(now)
@@ -193,18 +214,23 @@ class Simulation:
         self, policies: Sequence[BatchingPolicy], cost_model: StepCostModel,
         traffic: Traffic, router: Router | None = None, max_model_len: int | None = None,
         fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
+        shared_queue: bool = False,
     ) -> None:
         self.env = simpy.Environment()
         self.record = RunRecord(
             kv_blocks_per_replica=policies[0].pool.num_blocks, num_replicas=len(policies)
         )
+        self.dispatch: Dispatcher
+        pump = self._pump if shared_queue else None
         self.replicas = [
             Replica(self.env, i, p, cost_model, self.record, self._on_done,
-                    fast_path=fast_path, on_progress=on_progress)
+                    fast_path=fast_path, on_progress=on_progress, on_state_change=pump)
             for i, p in enumerate(policies)
         ]
-        self._policies = list(policies)
-        self.router = router or round_robin
+        if shared_queue:
+            self.dispatch = SharedQueueDispatch(self.replicas, self._rejected)
+        else:
+            self.dispatch = RoutedDispatch(self.replicas, router or round_robin, self._rejected)
         self.traffic = traffic
         self.max_model_len = max_model_len
         self._done_events: dict[int, simpy.Event] = {}
@@ -223,24 +249,33 @@ class Simulation:
         return self.record
 
     def _in_system(self) -> int:
-        return sum(r.policy.num_running + r.policy.num_waiting for r in self.replicas)
+        queued = sum(r.policy.num_running + r.policy.num_waiting for r in self.replicas)
+        return queued + self.dispatch.held()
 
     def _submit(self, prompt: int, output: int) -> Request:
         request = Request(len(self.record.requests), self.env.now, prompt, output)
         self.record.requests.append(request)
-        replica = self.replicas[self.router(self._policies, request.request_id)]
         if self.max_model_len is not None and prompt + output > self.max_model_len:
-            request.replica = replica.index
+            request.replica = -1
             request.reject(f"prompt+output of {prompt + output} tokens exceeds max_model_len="
                            f"{self.max_model_len}")
-            request.finish_s = self.env.now
-            self._on_done(request)
-        elif replica.submit(request):
+            self._rejected(request)
+            return request
+        self.dispatch.arrive(request)
+        if not request.is_finished:
             self.record.record_occupancy(self.env.now, self._in_system())
-        else:
-            request.finish_s = self.env.now
-            self._on_done(request)
         return request
+
+    def _rejected(self, request: Request) -> None:
+        request.finish_s = self.env.now
+        self._on_done(request)
+
+    def _pump(self) -> None:
+        """A replica admitted or finished requests: the shared queue may hand out more."""
+        held = self.dispatch.held()
+        self.dispatch.pump()
+        if self.dispatch.held() != held:
+            self.record.record_occupancy(self.env.now, self._in_system())
 
     def _on_done(self, request: Request) -> None:
         if request.status is not RequestStatus.REJECTED:

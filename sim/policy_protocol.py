@@ -39,6 +39,11 @@ class BatchingPolicy(Protocol):
 
     def has_work(self) -> bool: ...
 
+    def has_room(self) -> bool:
+        """Would a newly queued request start at the next step (KV permitting)? A shared
+        dispatch queue hands requests only to replicas that have room."""
+        ...
+
     @property
     def num_running(self) -> int: ...
 

@@ -1,31 +1,39 @@
 """Routers: which replica an arriving request goes to (DESIGN §2).
 
-A router sees the replicas' policies at the arrival instant and the arrival's sequence number;
+A router sees each replica's load at the arrival instant and the arrival's sequence number;
 ties go to the lowest replica index so that runs are deterministic.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-
-from sim.policy_protocol import BatchingPolicy
-
-Router = Callable[[Sequence[BatchingPolicy], int], int]
+from dataclasses import dataclass
 
 
-def round_robin(policies: Sequence[BatchingPolicy], sequence_number: int) -> int:
-    return sequence_number % len(policies)
+@dataclass(frozen=True, slots=True)
+class ReplicaLoad:
+    """What a router may know about a replica when a request arrives."""
+
+    outstanding: int  # requests queued or running there
+    free_kv_blocks: int
 
 
-def least_outstanding(policies: Sequence[BatchingPolicy], sequence_number: int) -> int:
+Router = Callable[[Sequence[ReplicaLoad], int], int]
+
+
+def round_robin(loads: Sequence[ReplicaLoad], sequence_number: int) -> int:
+    return sequence_number % len(loads)
+
+
+def least_outstanding(loads: Sequence[ReplicaLoad], sequence_number: int) -> int:
     """Fewest requests at the replica, queued plus running."""
-    loads = [p.num_running + p.num_waiting for p in policies]
-    return loads.index(min(loads))
+    counts = [load.outstanding for load in loads]
+    return counts.index(min(counts))
 
 
-def least_kv(policies: Sequence[BatchingPolicy], sequence_number: int) -> int:
+def least_kv(loads: Sequence[ReplicaLoad], sequence_number: int) -> int:
     """Most free KV-cache blocks (the replica least likely to preempt)."""
-    free = [p.pool.num_free for p in policies]
+    free = [load.free_kv_blocks for load in loads]
     return free.index(max(free))
 
 

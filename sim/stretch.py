@@ -65,35 +65,39 @@ def extra_blocks_by_step(
     return np.cumsum(per_step)
 
 
+def kv_growth(plan: StepPlan, pool: KVBlockPool, steps: int) -> np.ndarray:
+    """Cumulative KV blocks the stretch's steps 0..steps-1 take beyond those held now."""
+    held = np.fromiter((pool.held(r.request_id) for r in plan.requests), dtype=np.int64,
+                       count=len(plan.requests))
+    tokens = np.array(plan.contexts, dtype=np.int64) + 1
+    return extra_blocks_by_step(tokens, held, pool.block_size, steps)
+
+
 def advance_decode_steps(
-    plan: StepPlan, ends: np.ndarray, durations: np.ndarray, *, pool: KVBlockPool,
-    record: RunRecord, replica: int, num_waiting: int,
+    plan: StepPlan, ends: np.ndarray, durations: np.ndarray, growth: np.ndarray, *,
+    pool: KVBlockPool, record: RunRecord, replica: int, num_waiting: int,
 ) -> None:
     """Apply `len(ends)` decode steps of `plan` that ended at `ends`, none finishing a request.
 
-    Afterwards every request holds the KV blocks for the step that follows (the stretch's last),
-    as the policy's schedule would have allocated them.
+    `growth` is the stretch's `kv_growth`. Afterwards every request holds the KV blocks for the
+    step that follows (the stretch's last), as the policy's schedule would have allocated them.
     """
     steps = ends.size
     requests = plan.requests
     n = len(requests)
     ids = np.fromiter((r.request_id for r in requests), dtype=np.int64, count=n)
-    tokens = np.array(plan.contexts, dtype=np.int64) + 1
-    held = np.fromiter((pool.held(r.request_id) for r in requests), dtype=np.int64, count=n)
     last_token = np.fromiter((r.last_token_s for r in requests), dtype=np.float64, count=n)
     used_before = pool.num_used
-    extra = extra_blocks_by_step(tokens, held, pool.block_size, steps + 1)
 
     last = float(ends[-1])
     for request in requests:
         request.num_computed_tokens += steps
         request.num_generated += steps
         request.last_token_s = last
-    # Only the requests crossing a block boundary need blocks (repeatable_steps made room).
-    short = -(-(tokens + steps) // pool.block_size) > held
-    for i in np.flatnonzero(short).tolist():
-        allocated = pool.allocate(int(ids[i]), int(tokens[i]) + steps)
-        assert allocated, "a fast-path stretch ran out of KV blocks"
+        # Holds blocks for its computed tokens; a new one only at a block boundary.
+        if pool.held(request.request_id) * pool.block_size < request.num_tokens:
+            allocated = pool.allocate(request.request_id, request.num_tokens)
+            assert allocated, "a fast-path stretch ran out of KV blocks"
 
     # Inter-token gaps in the order stepping one by one appends them: step-major.
     gaps = np.empty((steps, n))
@@ -105,5 +109,5 @@ def advance_decode_steps(
     starts = np.concatenate(([ends[0] - durations[0]], ends[:-1]))
     record.steps.extend(
         start_s=starts, duration_s=durations, replica=replica, num_seqs=n, new_tokens=n,
-        emitted=n, kv_used=used_before + extra[:steps], waiting=num_waiting,
+        emitted=n, kv_used=used_before + growth[:steps], waiting=num_waiting,
     )

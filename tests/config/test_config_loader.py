@@ -163,7 +163,7 @@ def test_bad_literal_lists_the_choices(write_yaml: WriteYaml, minimal_data: dict
 @pytest.mark.parametrize(
     ("section", "kind", "valid"),
     [
-        ("policies", "chunked_prefill", "static, continuous"),
+        ("policies", "teleport", "static, continuous, chunked_prefill"),
         ("arrivals", "bursty", "poisson, gamma, constant, trace, closed_loop"),
     ],
 )
@@ -184,7 +184,7 @@ def test_bad_kind_lists_the_valid_kinds(
 def test_missing_kind_lists_the_valid_kinds(write_yaml: WriteYaml, minimal_data: dict) -> None:
     minimal_data["policies"][0].pop("kind")
     assert only_problem(write_yaml(minimal_data)) == (
-        "policies.0.kind: expected one of: static, continuous"
+        "policies.0.kind: expected one of: static, continuous, chunked_prefill"
     )
 
 

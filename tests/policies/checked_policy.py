@@ -30,6 +30,9 @@ class CheckedPolicy:
     def has_work(self) -> bool:
         return self.inner.has_work()
 
+    def has_room(self) -> bool:
+        return self.inner.has_room()
+
     def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
         steps = self.inner.repeatable_steps(plan, horizon)
         assert 1 <= steps <= horizon

@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.chunked_prefill import ChunkedPrefill
 from policies.continuous import ContinuousBatching
 from policies.static import StaticBatching
 from sim.engine import ClosedLoopTraffic, OpenLoopTraffic, Simulation
@@ -70,9 +71,12 @@ def _check_conservation(record, checked: CheckedPolicy) -> None:
     assert checked.pool.num_used == 0  # nothing leaked at the end
 
 
+# Without chunked prefill the budget must hold a whole request (prompt + output, at most 900
+# tokens here), as the policy factory requires: a request recomputed after preemption is
+# prefilled again with the tokens it had generated, and a smaller budget could never take it.
 @settings(max_examples=60, deadline=None)
 @given(w=workloads, blocks=st.integers(4, 200), seqs=st.integers(1, 16),
-       budget=st.integers(600, 2000), mode=st.sampled_from(["recompute", "swap"]),
+       budget=st.integers(900, 2000), mode=st.sampled_from(["recompute", "swap"]),
        swap_blocks=st.integers(0, 50), fast=st.booleans())
 def test_continuous_conserves_tokens_and_blocks(w, blocks, seqs, budget, mode, swap_blocks,
                                                 fast):
@@ -84,6 +88,26 @@ def test_continuous_conserves_tokens_and_blocks(w, blocks, seqs, budget, mode, s
     _check_conservation(record, checked)
     for r in record.requests:
         if r.status is RequestStatus.REJECTED:
+            assert pool.blocks_for(r.prompt_tokens + r.output_tokens) > blocks
+
+
+@settings(max_examples=60, deadline=None)
+@given(w=workloads, blocks=st.integers(4, 200), seqs=st.integers(1, 16),
+       budget=st.integers(16, 700), threshold=st.one_of(st.none(), st.integers(1, 300)),
+       mode=st.sampled_from(["recompute", "swap"]), swap_blocks=st.integers(0, 50),
+       fast=st.booleans())
+def test_chunked_prefill_conserves_tokens_and_blocks(w, blocks, seqs, budget, threshold, mode,
+                                                     swap_blocks, fast):
+    """Budgets below the prompts force chunking; small caches force preemption mid-prefill."""
+    pool = KVBlockPool(blocks, 16)
+    inner = ChunkedPrefill(pool=pool, token_budget=budget, max_num_seqs=seqs,
+                           long_prefill_token_threshold=threshold, preemption=mode,
+                           swap_space=HostSwapSpace(swap_blocks))
+    checked = CheckedPolicy(inner, max_seqs=seqs, max_tokens=budget)
+    record = Simulation([checked], LinearCost(), _traffic(w), fast_path=fast).run()
+    _check_conservation(record, checked)
+    for r in record.requests:
+        if r.status is RequestStatus.REJECTED:  # only a request the whole cache cannot hold
             assert pool.blocks_for(r.prompt_tokens + r.output_tokens) > blocks
 
 

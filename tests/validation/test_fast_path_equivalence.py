@@ -19,6 +19,9 @@ arms = st.sampled_from([
     {"name": "arm", "kind": "static", "max_batch_size": 8, "max_output_tokens": 400},
     {"name": "arm", "kind": "static", "max_batch_size": 16, "max_wait_s": 0.2,
      "max_output_tokens": 400},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 64},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 16,
+     "long_prefill_token_threshold": 128, "preemption": "swap"},
 ])
 arrivals = st.one_of(
     st.builds(lambda r: {"kind": "poisson", "rate": r}, st.floats(0.5, 60.0)),
@@ -62,14 +65,15 @@ def _assert_equivalent(fast: ExperimentResult, slow: ExperimentResult) -> None:
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arm=arms, arrival=arrivals, blocks=st.sampled_from([None, 120, 400, 2000]),
        prompt_mean=st.integers(8, 600), output_mean=st.integers(2, 300),
-       replicas=st.integers(1, 2), seed=st.integers(0, 1000))
+       replicas=st.integers(1, 3), seed=st.integers(0, 1000),
+       router=st.sampled_from(["least_outstanding", "least_kv", "shared_queue"]))
 def test_fast_path_matches_stepping_one_by_one(tmp_path: Path, arm, arrival, blocks,
-                                               prompt_mean, output_mean, replicas, seed):
+                                               prompt_mean, output_mean, replicas, seed, router):
     exp = base_experiment(
         seed=seed,
         max_model_len=2048,
         replicas=replicas,
-        router="least_outstanding",
+        router=router,
         kv_cache={"num_blocks": blocks},
         workload={
             "arrivals": arrival,

@@ -1,0 +1,187 @@
+"""Chunked prefill (Sarathi-Serve; vLLM v1's scheduler), DESIGN §4.
+
+Each step has a token budget. Decodes go first: running requests that need one token, in
+admission order, each reserving the KV for it or preempting the most recently admitted running
+request until it can. Prefill chunks fill what is left: running requests whose prompt is only
+partly computed continue first (admission order), then — only if nothing was preempted this
+step — waiting requests in FCFS order. Each gets `min(uncomputed tokens, budget left,
+long_prefill_token_threshold)`, so a long prompt spreads over several steps and no decode waits
+behind more than one budget of prefill. KV is allocated for the tokens a step computes, so a
+prompt longer than the budget is fine; only one that could never fit the cache is rejected.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from policies.budget import StepBudget
+from policies.iteration_level import (
+    decode_repeat_steps,
+    reject_if_never_fits,
+    schedule_all_decodes,
+)
+from policies.preemption import PreemptionMode, allocate_or_preempt, swap_in
+from sim.kv_cache import HostSwapSpace, KVBlockPool
+from sim.request import Request, RequestStatus
+from sim.step_plan import StepOutcome, StepPlan, apply_tokens
+
+
+class ChunkedPrefill:
+    def __init__(
+        self,
+        *,
+        pool: KVBlockPool,
+        token_budget: int,
+        max_num_seqs: int,
+        long_prefill_token_threshold: int | None = None,
+        preemption: PreemptionMode = "recompute",
+        swap_space: HostSwapSpace | None = None,
+    ) -> None:
+        threshold = long_prefill_token_threshold
+        if token_budget < 1 or max_num_seqs < 1 or (threshold is not None and threshold < 1):
+            raise ValueError("chunked prefill needs a token budget, max_num_seqs and a prefill "
+                             "threshold (if any) of at least 1")
+        self.pool = pool
+        self.token_budget = token_budget
+        self.max_num_seqs = max_num_seqs
+        self.long_prefill_token_threshold = long_prefill_token_threshold
+        self.preemption: PreemptionMode = preemption
+        self.swap_space = swap_space
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        # True when the last step scheduled every running request and each emitted a token:
+        # then each has its first token and one pending token, the precondition of planning
+        # the next step in one pass (a request whose last prompt chunk is one token must not
+        # pass for a decode: it has no first token yet).
+        self._all_decoding = True
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def has_room(self) -> bool:
+        return not self.waiting and len(self.running) < self.max_num_seqs
+
+    def add_request(self, request: Request, now: float) -> bool:
+        if not reject_if_never_fits(request, self.pool):
+            return False
+        self.waiting.append(request)
+        return True
+
+    def schedule(self, now: float) -> StepPlan:
+        plan = StepPlan()
+        budget = StepBudget(self.token_budget, self.max_num_seqs)
+        if not (self._all_decoding
+                and schedule_all_decodes(self.running, self.pool, plan, budget)):
+            self._schedule_running(plan, budget)
+        if not plan.preempted:
+            self._schedule_waiting(plan, budget, now)
+        plan.use_token_shape()
+        return plan
+
+    def _chunk(self, request: Request, budget: StepBudget) -> int:
+        """Tokens `request` may compute this step: the rest of its prompt (or its one pending
+        token), capped by the budget left and by the per-request prefill threshold."""
+        tokens = min(request.num_uncomputed_tokens, budget.tokens_left)
+        if self.long_prefill_token_threshold is not None:
+            tokens = min(tokens, self.long_prefill_token_threshold)
+        return tokens
+
+    def _schedule_running(self, plan: StepPlan, budget: StepBudget) -> None:
+        """Decodes first, then the chunks of running requests still prefilling.
+
+        The choices are added to the plan only at the end: a prefill chunk that preempts may
+        evict a decode already chosen this step (it is newer), which then gives back its token.
+        """
+        chosen: dict[Request, int] = {}
+        self._take_running(chosen, budget, plan, decodes=True)
+        self._take_running(chosen, budget, plan, decodes=False)
+        for request, tokens in chosen.items():
+            plan.add(request, tokens)
+
+    def _take_running(self, chosen: dict[Request, int], budget: StepBudget, plan: StepPlan,
+                      *, decodes: bool) -> None:
+        index = 0
+        while index < len(self.running):
+            request = self.running[index]
+            index += 1
+            if (request.num_uncomputed_tokens == 1) != decodes:
+                continue
+            tokens = self._chunk(request, budget)
+            if tokens == 0 or not budget.fits(tokens):
+                break
+            if not self._allocate_or_preempt(request, tokens, chosen, budget, plan):
+                break  # the request preempted itself: nothing after it is left to run
+            budget.take(tokens)
+            chosen[request] = tokens
+
+    def _allocate_or_preempt(self, request: Request, tokens: int, chosen: dict[Request, int],
+                             budget: StepBudget, plan: StepPlan) -> bool:
+        """Reserve KV for `request`'s next `tokens`, preempting newest-first; False if it went.
+
+        A victim already chosen this step is unscheduled and its budget returned (as vLLM v1
+        does when a preemption evicts a request it had scheduled).
+        """
+        first_victim = len(plan.preempted)
+        kept = allocate_or_preempt(
+            request, request.num_computed_tokens + tokens, running=self.running,
+            waiting=self.waiting, pool=self.pool, mode=self.preemption,
+            swap_space=self.swap_space, plan=plan,
+        )
+        for victim in plan.preempted[first_victim:]:
+            if victim in chosen:
+                budget.tokens_left += chosen.pop(victim)
+                budget.seqs_left += 1
+        return kept
+
+    def _schedule_waiting(self, plan: StepPlan, budget: StepBudget, now: float) -> None:
+        """FCFS admission: the head of the queue blocks those behind it, as in vLLM."""
+        while self.waiting:
+            if len(self.running) >= self.max_num_seqs:
+                budget.stop_reason = "max_num_seqs"
+                break
+            request = self.waiting[0]
+            tokens = self._chunk(request, budget)
+            if tokens == 0 or not budget.fits(tokens):
+                break
+            if not self.pool.allocate(request.request_id, request.num_computed_tokens + tokens):
+                budget.stop_reason = "kv_cache_full"
+                break
+            self.waiting.popleft()
+            swap_in(request, self.swap_space, plan)
+            request.status = RequestStatus.RUNNING
+            if math.isnan(request.first_scheduled_s):
+                request.first_scheduled_s = now
+            self.running.append(request)
+            budget.take(tokens)
+            plan.add(request, tokens)
+
+    def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
+        """Steps until the decoding batch would need more KV blocks than are free.
+
+        Only a plan holding every running request repeats (none is still prefilling). A waiting
+        request that was not admitted stays blocked while the batch only decodes: the running
+        count, the budget left after the decodes — hence its chunk — do not change, and free
+        KV only shrinks.
+        """
+        return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
+
+    def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
+        outcome = apply_tokens(plan)
+        running = len(self.running)
+        self._all_decoding = len(outcome.emitted) == len(plan.requests) == running
+        if outcome.finished:
+            for request in outcome.finished:
+                self.pool.free(request.request_id)
+                request.status = RequestStatus.FINISHED
+            done = {id(r) for r in outcome.finished}
+            self.running = [r for r in self.running if id(r) not in done]
+        return outcome

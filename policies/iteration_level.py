@@ -1,0 +1,77 @@
+"""What the iteration-level policies (continuous, chunked prefill) share about their batch.
+
+Both keep running requests in admission order, both reject up front a request that could never
+fit the cache, and both spend most steps with every running request decoding one token — a
+step planned in one pass here, and repeated by the engine's fast path for as long as the free
+KV blocks last.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from policies.budget import StepBudget
+from sim.kv_cache import KVBlockPool
+from sim.request import Request
+from sim.step_plan import StepPlan
+from sim.stretch import extra_blocks_by_step
+
+
+def reject_if_never_fits(request: Request, pool: KVBlockPool) -> bool:
+    """Reject (with a reason) a request whose prompt + output exceeds the whole cache.
+
+    The simulator knows the output length; a request that could not fit in the whole cache
+    even alone would be preempted forever, so it is rejected up front. Returns True if it fits.
+    """
+    need = pool.blocks_for(request.prompt_tokens + request.output_tokens)
+    if need > pool.num_blocks:
+        request.reject(f"needs {need} KV blocks for prompt+output, the cache has {pool.num_blocks}")
+        return False
+    return True
+
+
+def schedule_all_decodes(
+    running: list[Request], pool: KVBlockPool, plan: StepPlan, budget: StepBudget
+) -> bool:
+    """The common case, planned in one pass: every running request decodes one token.
+
+    The caller guarantees that every running request has its first token and exactly one
+    uncomputed token. Such a request holds blocks for exactly its computed tokens, so its next
+    token needs a new block only when those fill their blocks; if the free blocks cover every
+    such request, no one is preempted. Otherwise (False, nothing planned) the caller's
+    request-by-request path decides.
+    """
+    count = len(running)
+    if not count or count > budget.seqs_left or count > budget.tokens_left:
+        return False
+    block_size = pool.block_size
+    contexts = [r.num_computed_tokens for r in running]
+    growing = [r for r, c in zip(running, contexts, strict=True) if c % block_size == 0]
+    if len(growing) > pool.num_free:
+        return False
+    for request in growing:
+        allocated = pool.allocate(request.request_id, request.num_tokens)
+        assert allocated, "a running request held more KV than its computed tokens"
+    plan.add_decodes(list(running), contexts)
+    budget.tokens_left -= count
+    budget.seqs_left -= count
+    return True
+
+
+def decode_repeat_steps(plan: StepPlan, num_running: int, pool: KVBlockPool,
+                        horizon: int) -> int:
+    """Steps, of the next `horizon`, until the decoding batch needs more KV blocks than are free.
+
+    Only for a decode-only plan (the engine asks about no other) holding the policy's running
+    requests: a batch that left a running request unscheduled (token or sequence budget, or a
+    request still prefilling) steps normally. Requests left waiting stay blocked while the
+    batch only decodes — its sequence and token counts do not change and free KV only shrinks —
+    which the caller must check holds for its own admission rule.
+    """
+    if len(plan.requests) != num_running:
+        return 1
+    tokens = plan.cost_context_tokens + 1
+    # Allocation is exact: each request holds the blocks of the tokens it computes now.
+    held = -(-tokens // pool.block_size)
+    extra = extra_blocks_by_step(tokens, held, pool.block_size, horizon)
+    return int(np.searchsorted(extra, pool.num_free, side="right"))
