@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from batchsim.config import Arm, ChunkedPrefillArm, ContinuousArm, StaticArm
+from batchsim.config import (
+    AdmissionConfig,
+    AdmissionReserveConfig,
+    Arm,
+    ChunkedPrefillArm,
+    ContinuousArm,
+    StaticArm,
+)
+from policies.admission import AdmissionControl, KVReserve
 from policies.chunked_prefill import ChunkedPrefill
 from policies.continuous import ContinuousBatching
 from policies.static import StaticBatching
@@ -30,6 +38,22 @@ def effective_token_budget(arm: ContinuousArm, max_model_len: int, index: int) -
     return budget
 
 
+def build_admission(config: AdmissionConfig | None) -> AdmissionControl | None:
+    if config is None:
+        return None
+    return AdmissionControl(max_queue=config.max_queue,
+                            max_predicted_wait_s=config.max_predicted_wait_s,
+                            window=config.wait_window)
+
+
+def build_reserve(config: AdmissionReserveConfig | None) -> KVReserve | None:
+    if config is None:
+        return None
+    return KVReserve(assumed_max_new_tokens=config.assumed_max_new_tokens,
+                     init_ratio=config.new_token_ratio, min_ratio=config.min_new_token_ratio,
+                     decay_steps=config.decay_steps)
+
+
 def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
                  swap_blocks: int, max_model_len: int) -> BatchingPolicy:
     pool = KVBlockPool(num_blocks, block_size)
@@ -41,10 +65,13 @@ def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
             pool=pool, token_budget=arm.token_budget, max_num_seqs=arm.max_num_seqs,
             long_prefill_token_threshold=arm.long_prefill_token_threshold,
             preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
+            admission=build_admission(arm.admission),
+            reserve=build_reserve(arm.admission_reserve),
         )
     assert isinstance(arm, ContinuousArm)
     return ContinuousBatching(
         pool=pool, max_num_seqs=arm.max_num_seqs,
         max_num_batched_tokens=effective_token_budget(arm, max_model_len, index),
         preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
+        admission=build_admission(arm.admission), reserve=build_reserve(arm.admission_reserve),
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from policies.admission import AdmissionControl, KVReserve, ReserveGate, steps_applied
 from policies.budget import StepBudget
 from policies.iteration_level import (
     decode_repeat_steps,
@@ -37,6 +38,8 @@ class ChunkedPrefill:
         long_prefill_token_threshold: int | None = None,
         preemption: PreemptionMode = "recompute",
         swap_space: HostSwapSpace | None = None,
+        admission: AdmissionControl | None = None,
+        reserve: KVReserve | None = None,
     ) -> None:
         threshold = long_prefill_token_threshold
         if token_budget < 1 or max_num_seqs < 1 or (threshold is not None and threshold < 1):
@@ -48,6 +51,8 @@ class ChunkedPrefill:
         self.long_prefill_token_threshold = long_prefill_token_threshold
         self.preemption: PreemptionMode = preemption
         self.swap_space = swap_space
+        self.admission = admission
+        self.reserve = reserve
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         # True when the last step scheduled every running request and each emitted a token:
@@ -72,6 +77,9 @@ class ChunkedPrefill:
 
     def add_request(self, request: Request, now: float) -> bool:
         if not reject_if_never_fits(request, self.pool):
+            return False
+        if self.admission is not None and not self.admission.admits(
+                request, num_waiting=len(self.waiting), has_room=self.has_room(), now=now):
             return False
         self.waiting.append(request)
         return True
@@ -144,6 +152,8 @@ class ChunkedPrefill:
 
     def _schedule_waiting(self, plan: StepPlan, budget: StepBudget, now: float) -> None:
         """FCFS admission: the head of the queue blocks those behind it, as in vLLM."""
+        gate = (ReserveGate(self.reserve, self.running, self.pool)
+                if self.reserve is not None and self.waiting else None)
         while self.waiting:
             if len(self.running) >= self.max_num_seqs:
                 budget.stop_reason = "max_num_seqs"
@@ -151,6 +161,9 @@ class ChunkedPrefill:
             request = self.waiting[0]
             tokens = self._chunk(request, budget)
             if tokens == 0 or not budget.fits(tokens):
+                break
+            if gate is not None and not gate.admit(request):
+                budget.stop_reason = "kv_reserve"
                 break
             if not self.pool.allocate(request.request_id, request.num_computed_tokens + tokens):
                 budget.stop_reason = "kv_cache_full"
@@ -172,13 +185,20 @@ class ChunkedPrefill:
         count, the budget left after the decodes — hence its chunk — do not change, and free
         KV only shrinks.
         """
+        if self.reserve is not None and self.reserve.blocks_stretch(len(self.waiting)):
+            return 1
         return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
+        if self.reserve is not None:
+            self.reserve.on_steps(steps_applied(plan.requests, plan.contexts),
+                                  preempted=bool(plan.preempted))
         outcome = apply_tokens(plan)
         running = len(self.running)
         self._all_decoding = len(outcome.emitted) == len(plan.requests) == running
         if outcome.finished:
+            if self.admission is not None:
+                self.admission.on_finished(len(outcome.finished), now)
             for request in outcome.finished:
                 self.pool.free(request.request_id)
                 request.status = RequestStatus.FINISHED

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from policies.admission import AdmissionControl, KVReserve, ReserveGate, steps_applied
 from policies.budget import StepBudget
 from policies.iteration_level import (
     decode_repeat_steps,
@@ -33,12 +34,16 @@ class ContinuousBatching:
         max_num_batched_tokens: int,
         preemption: PreemptionMode = "recompute",
         swap_space: HostSwapSpace | None = None,
+        admission: AdmissionControl | None = None,
+        reserve: KVReserve | None = None,
     ) -> None:
         self.pool = pool
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.preemption: PreemptionMode = preemption
         self.swap_space = swap_space
+        self.admission = admission
+        self.reserve = reserve
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
 
@@ -62,8 +67,12 @@ class ContinuousBatching:
         if request.prompt_tokens > self.max_num_batched_tokens:
             request.reject(
                 f"prompt of {request.prompt_tokens} tokens exceeds max_num_batched_tokens="
-                f"{self.max_num_batched_tokens} and prefill is not chunked"
+                f"{self.max_num_batched_tokens} and prefill is not chunked",
+                kind="prompt_exceeds_token_budget",
             )
+            return False
+        if self.admission is not None and not self.admission.admits(
+                request, num_waiting=len(self.waiting), has_room=self.has_room(), now=now):
             return False
         self.waiting.append(request)
         return True
@@ -101,10 +110,15 @@ class ContinuousBatching:
         )
 
     def _schedule_waiting(self, plan: StepPlan, budget: StepBudget, now: float) -> None:
+        gate = (ReserveGate(self.reserve, self.running, self.pool)
+                if self.reserve is not None and self.waiting else None)
         while self.waiting:
             request = self.waiting[0]
             need = request.num_uncomputed_tokens
             if not budget.fits(need):
+                break
+            if gate is not None and not gate.admit(request):
+                budget.stop_reason = "kv_reserve"
                 break
             if not self.pool.allocate(request.request_id, request.num_tokens):
                 budget.stop_reason = "kv_cache_full"
@@ -125,11 +139,18 @@ class ContinuousBatching:
         counts do not change and its free KV only shrinks. A batch that left running requests
         unscheduled (token budget) steps normally.
         """
+        if self.reserve is not None and self.reserve.blocks_stretch(len(self.waiting)):
+            return 1
         return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
+        if self.reserve is not None:
+            self.reserve.on_steps(steps_applied(plan.requests, plan.contexts),
+                                  preempted=bool(plan.preempted))
         outcome = apply_tokens(plan)
         if outcome.finished:
+            if self.admission is not None:
+                self.admission.on_finished(len(outcome.finished), now)
             for request in outcome.finished:
                 self.pool.free(request.request_id)
                 request.status = RequestStatus.FINISHED

@@ -25,7 +25,8 @@ def reject_if_never_fits(request: Request, pool: KVBlockPool) -> bool:
     """
     need = pool.blocks_for(request.prompt_tokens + request.output_tokens)
     if need > pool.num_blocks:
-        request.reject(f"needs {need} KV blocks for prompt+output, the cache has {pool.num_blocks}")
+        request.reject(f"needs {need} KV blocks for prompt+output, the cache has {pool.num_blocks}",
+                       kind="kv_cache_too_small")
         return False
     return True
 

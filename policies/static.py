@@ -55,14 +55,14 @@ class StaticBatching:
         if request.output_tokens > self.max_output_tokens:
             request.reject(
                 f"output of {request.output_tokens} tokens exceeds the static slot reservation "
-                f"max_output_tokens={self.max_output_tokens}"
+                f"max_output_tokens={self.max_output_tokens}", kind="output_exceeds_reservation"
             )
             return False
         need = self.pool.blocks_for(request.prompt_tokens + self.max_output_tokens)
         if need > self.pool.num_blocks:
             request.reject(
                 f"a slot for this request needs {need} KV blocks, the cache has "
-                f"{self.pool.num_blocks}"
+                f"{self.pool.num_blocks}", kind="kv_cache_too_small"
             )
             return False
         self.waiting.append(request)

@@ -234,6 +234,7 @@ class Simulation:
         self.traffic = traffic
         self.max_model_len = max_model_len
         self._done_events: dict[int, simpy.Event] = {}
+        self._progress = self.env.event()  # succeeds whenever a request finishes
 
     def run(self) -> RunRecord:
         if isinstance(self.traffic, OpenLoopTraffic):
@@ -258,7 +259,7 @@ class Simulation:
         if self.max_model_len is not None and prompt + output > self.max_model_len:
             request.replica = -1
             request.reject(f"prompt+output of {prompt + output} tokens exceeds max_model_len="
-                           f"{self.max_model_len}")
+                           f"{self.max_model_len}", kind="max_model_len")
             self._rejected(request)
             return request
         self.dispatch.arrive(request)
@@ -280,6 +281,9 @@ class Simulation:
     def _on_done(self, request: Request) -> None:
         if request.status is not RequestStatus.REJECTED:
             self.record.record_occupancy(self.env.now, self._in_system())
+            if not self._progress.triggered:
+                self._progress.succeed()
+                self._progress = self.env.event()
         event = self._done_events.pop(request.request_id, None)
         if event is not None:
             event.succeed()
@@ -311,13 +315,17 @@ class Simulation:
             prompt, output = next(lengths)
             done = self.env.event()
             request = self._submit(prompt, output)
-            if request.is_finished:  # rejected on arrival: the user sends its next request
+            if request.is_finished:  # rejected on arrival
                 rejected_in_a_row += 1
                 if rejected_in_a_row >= _MAX_REJECTIONS_IN_A_ROW:
                     raise SimulationStalled(
                         f"closed-loop user got {rejected_in_a_row} rejections in a row "
                         f"(last: {request.reject_reason}); no request can be served"
                     )
+                if self._in_system():
+                    # Retry once the system has made progress (a request finished), not in
+                    # a loop at the same instant against an unchanged full queue.
+                    yield self._progress
                 continue
             rejected_in_a_row = 0
             self._done_events[request.request_id] = done

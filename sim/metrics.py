@@ -6,6 +6,7 @@ by the measurement window: from warmup_s to the finish of the last measured requ
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,46 @@ def distribution(values: np.ndarray) -> dict[str, float | None]:
     return stats
 
 
+def weighted_distribution(values: np.ndarray, weights: np.ndarray) -> dict[str, float | None]:
+    """`distribution` of a sample given as values with integer repeat counts.
+
+    Percentiles interpolate linearly between order statistics, exactly as `np.percentile`
+    does on the expanded sample (which would need memory per token, not per value).
+    """
+    keep = weights > 0
+    values, weights = values[keep], weights[keep]
+    if values.size == 0:
+        return {"mean": None, **dict.fromkeys(PERCENTILES)}
+    order = np.argsort(values, kind="stable")
+    values, weights = values[order], weights[order]
+    last_index = np.cumsum(weights) - 1  # position of each value's last copy, expanded
+    total = int(last_index[-1]) + 1
+    stats: dict[str, float | None] = {"mean": float(np.dot(values, weights) / total)}
+    for key, q in PERCENTILES.items():
+        position = q / 100.0 * (total - 1)
+        low, high = math.floor(position), math.ceil(position)
+        a = float(values[np.searchsorted(last_index, low)])
+        b = float(values[np.searchsorted(last_index, high)])
+        t = position - low
+        # numpy's linear interpolation, term for term
+        stats[key] = b - (b - a) * (1.0 - t) if t >= 0.5 else a + (b - a) * t
+    return stats
+
+
+def _measured_itl(record: RunRecord, measured: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inter-token gaps of the measured requests, as (values, repeat counts)."""
+    ids = np.frombuffer(record.itl_request, dtype=np.int64)
+    single = np.frombuffer(record.itl_s, dtype=np.float64)
+    values = [single[measured[ids]] if ids.size else single]
+    weights = [np.ones(values[0].size, dtype=np.int64)]
+    for run_ids, gaps in record.itl_runs:
+        count = int(np.count_nonzero(measured[run_ids]))
+        if count:
+            values.append(gaps)
+            weights.append(np.full(gaps.size, count, dtype=np.int64))
+    return np.concatenate(values), np.concatenate(weights)
+
+
 def measured_mask(requests: pd.DataFrame, warmup_s: float, cooldown_s: float) -> np.ndarray:
     arrival = requests["arrival_s"].to_numpy()
     if arrival.size == 0:
@@ -56,6 +97,14 @@ def meets_slo(requests: pd.DataFrame, slo: SLOTargets) -> np.ndarray:
         undefined_tpot = np.isnan(values) if column == "tpot_s" else False
         ok &= undefined_tpot | (values <= target)
     return ok
+
+
+def rejected_by_reason(requests: pd.DataFrame, measured: np.ndarray) -> dict[str, int]:
+    """Measured rejections counted by `reject_kind` (the stable label of the rule that rejected
+    them; the full reason is in requests.parquet), in name order."""
+    rejected = requests["rejected"].to_numpy() & measured
+    counts = requests["reject_kind"][rejected].value_counts()
+    return {str(kind): int(counts[kind]) for kind in sorted(counts.index)}
 
 
 def _step_window_stats(record: RunRecord, start: float, end: float) -> dict[str, float]:
@@ -86,10 +135,7 @@ def summarize(
     num_measured = int(measured.sum())
     end = float(done["finish_s"].max()) if len(done) else warmup_s
     window = max(end - warmup_s, 1e-12)
-    itl_ids = np.frombuffer(record.itl_request, dtype=np.int64)
-    itl = np.frombuffer(record.itl_s, dtype=np.float64)
-    if itl_ids.size:
-        itl = itl[measured[itl_ids]]
+    itl_values, itl_weights = _measured_itl(record, measured)
     good = int((meets_slo(requests, slo) & measured).sum())
     steps = _step_window_stats(record, warmup_s, end)
     prompt_done = int(done["prompt_tokens"].sum())
@@ -98,11 +144,12 @@ def summarize(
     preemptions = int(requests["preemptions"][measured].sum())
     metrics: dict[str, object] = {name: distribution(done[name].to_numpy())
                                   for name in LATENCY_COLUMNS}
-    metrics["itl_s"] = distribution(itl)
+    metrics["itl_s"] = weighted_distribution(itl_values, itl_weights)
     metrics.update({
         "measured_requests": num_measured,
         "completed": len(done),
         "rejected": num_measured - len(done),
+        "rejected_by_reason": rejected_by_reason(requests, measured),
         "window_s": window,
         "request_throughput_rps": len(done) / window,
         "input_throughput_tps": prompt_done / window,

@@ -70,6 +70,9 @@ class RunRecord:
     steps: StepLog = field(default_factory=StepLog)
     itl_request: array = field(default_factory=lambda: array("q"))  # request id of each gap
     itl_s: array = field(default_factory=lambda: array("d"))  # each inter-token gap
+    # Gaps shared by a whole batch (fast-path stretches): every gap of `gaps` was seen by every
+    # request of `ids`. Kept as runs so memory grows with steps, not with tokens.
+    itl_runs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     occupancy_t: array = field(default_factory=lambda: array("d"))  # time of each change
     occupancy_n: array = field(default_factory=lambda: array("q"))  # requests in system after it
     kv_blocks_per_replica: int = 0
@@ -84,6 +87,10 @@ class RunRecord:
                 self.itl_request.append(request.request_id)
                 self.itl_s.append(now - request.last_token_s)
             request.last_token_s = now
+
+    def num_itl_gaps(self) -> int:
+        """Inter-token gaps recorded, counting each run once per request that saw it."""
+        return len(self.itl_s) + sum(ids.size * gaps.size for ids, gaps in self.itl_runs)
 
     def record_occupancy(self, now: float, in_system: int) -> None:
         if self.occupancy_t and self.occupancy_t[-1] == now:

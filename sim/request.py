@@ -35,7 +35,8 @@ class Request:
     preemptions: int = 0
     recomputed_tokens: int = 0
     swapped_out: bool = False  # KV blocks live in host memory while preempted by swap
-    reject_reason: str = ""
+    reject_reason: str = ""  # human-readable, reported per request
+    reject_kind: str = ""  # a stable label for counting rejections by reason
     replica: int = 0
 
     @property
@@ -51,7 +52,10 @@ class Request:
     def is_finished(self) -> bool:
         return self.status >= RequestStatus.FINISHED
 
-    def reject(self, reason: str) -> None:
-        """End the request without serving it; the reason is reported per request."""
+    def reject(self, reason: str, kind: str = "unservable") -> None:
+        """End the request without serving it; the reason is reported per request, and the
+        kind (a short snake_case label, the same for every request rejected by one rule) is
+        what the summary counts rejections by."""
         self.status = RequestStatus.REJECTED
         self.reject_reason = reason
+        self.reject_kind = kind

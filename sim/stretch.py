@@ -99,12 +99,11 @@ def advance_decode_steps(
             allocated = pool.allocate(request.request_id, request.num_tokens)
             assert allocated, "a fast-path stretch ran out of KV blocks"
 
-    # Inter-token gaps in the order stepping one by one appends them: step-major.
-    gaps = np.empty((steps, n))
-    gaps[0] = ends[0] - last_token
-    gaps[1:] = np.diff(ends)[:, None]
-    record.itl_s.frombytes(gaps.tobytes())
-    record.itl_request.frombytes(np.repeat(ids[None, :], steps, axis=0).tobytes())
+    # Each request's first gap is its own; the later ones are the same for the whole batch.
+    record.itl_s.frombytes((ends[0] - last_token).tobytes())
+    record.itl_request.frombytes(ids.tobytes())
+    if steps > 1:
+        record.itl_runs.append((ids, np.diff(ends)))
 
     starts = np.concatenate(([ends[0] - durations[0]], ends[:-1]))
     record.steps.extend(

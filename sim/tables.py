@@ -36,6 +36,7 @@ def requests_table(requests: list[Request]) -> pd.DataFrame:
         "finished": finished,
         "rejected": ~finished,
         "reject_reason": [r.reject_reason for r in requests],
+        "reject_kind": [r.reject_kind for r in requests],
         "first_scheduled_s": first_scheduled,
         "first_token_s": first_token,
         "finish_s": finish,

@@ -67,7 +67,7 @@ def _check_conservation(record, checked: CheckedPolicy) -> None:
     # Every computed token is a prompt token, an output token fed back, or recomputation.
     expected = sum(r.prompt_tokens + r.output_tokens - 1 + r.recomputed_tokens for r in finished)
     assert int(record.steps.as_arrays()["new_tokens"].sum()) == expected
-    assert len(record.itl_s) == sum(r.output_tokens - 1 for r in finished)
+    assert record.num_itl_gaps() == sum(r.output_tokens - 1 for r in finished)
     assert checked.pool.num_used == 0  # nothing leaked at the end
 
 

@@ -22,6 +22,21 @@ arms = st.sampled_from([
     {"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 64},
     {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 16,
      "long_prefill_token_threshold": 128, "preemption": "swap"},
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 32,
+     "admission": {"max_queue": 6, "max_predicted_wait_s": 0.3, "wait_window": 4}},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 32,
+     "admission": {"max_predicted_wait_s": 0.2, "wait_window": 2}},
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 64,
+     "admission_reserve": {"assumed_max_new_tokens": 256}},
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 64, "preemption": "swap",
+     "admission_reserve": {"assumed_max_new_tokens": 128, "new_token_ratio": 0.5,
+                           "min_new_token_ratio": 0.5}},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 64,
+     "admission": {"max_queue": 4},
+     "admission_reserve": {"assumed_max_new_tokens": 300, "decay_steps": 50}},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 16,
+     "admission_reserve": {"assumed_max_new_tokens": 200, "new_token_ratio": 1.0,
+                           "min_new_token_ratio": 1.0}},
 ])
 arrivals = st.one_of(
     st.builds(lambda r: {"kind": "poisson", "rate": r}, st.floats(0.5, 60.0)),
@@ -61,7 +76,7 @@ def _assert_equivalent(fast: ExperimentResult, slow: ExperimentResult) -> None:
         _same_table(f.timeseries, s.timeseries)
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arm=arms, arrival=arrivals, blocks=st.sampled_from([None, 120, 400, 2000]),
        prompt_mean=st.integers(8, 600), output_mean=st.integers(2, 300),
