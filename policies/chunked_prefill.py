@@ -13,22 +13,21 @@ prompt longer than the budget is fine; only one that could never fit the cache i
 from __future__ import annotations
 
 import math
-from collections import deque
 
-from policies.admission import AdmissionControl, KVReserve, ReserveGate, steps_applied
+from policies.admission import AdmissionControl, KVReserve, ReserveGate
 from policies.budget import StepBudget
 from policies.iteration_level import (
     decode_repeat_steps,
-    reject_if_never_fits,
     schedule_all_decodes,
 )
 from policies.preemption import PreemptionMode, allocate_or_preempt, swap_in
+from policies.queues import IterationLevelQueues
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request, RequestStatus
-from sim.step_plan import StepOutcome, StepPlan, apply_tokens
+from sim.step_plan import StepOutcome, StepPlan
 
 
-class ChunkedPrefill:
+class ChunkedPrefill(IterationLevelQueues):
     def __init__(
         self,
         *,
@@ -45,44 +44,18 @@ class ChunkedPrefill:
         if token_budget < 1 or max_num_seqs < 1 or (threshold is not None and threshold < 1):
             raise ValueError("chunked prefill needs a token budget, max_num_seqs and a prefill "
                              "threshold (if any) of at least 1")
-        self.pool = pool
+        super().__init__(pool=pool, max_num_seqs=max_num_seqs, preemption=preemption,
+                         swap_space=swap_space, admission=admission, reserve=reserve)
         self.token_budget = token_budget
-        self.max_num_seqs = max_num_seqs
         self.long_prefill_token_threshold = long_prefill_token_threshold
-        self.preemption: PreemptionMode = preemption
-        self.swap_space = swap_space
-        self.admission = admission
-        self.reserve = reserve
-        self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []
         # True when the last step scheduled every running request and each emitted a token:
         # then each has its first token and one pending token, the precondition of planning
         # the next step in one pass (a request whose last prompt chunk is one token must not
         # pass for a decode: it has no first token yet).
         self._all_decoding = True
 
-    @property
-    def num_running(self) -> int:
-        return len(self.running)
-
-    @property
-    def num_waiting(self) -> int:
-        return len(self.waiting)
-
-    def has_work(self) -> bool:
-        return bool(self.running or self.waiting)
-
-    def has_room(self) -> bool:
-        return not self.waiting and len(self.running) < self.max_num_seqs
-
     def add_request(self, request: Request, now: float) -> bool:
-        if not reject_if_never_fits(request, self.pool):
-            return False
-        if self.admission is not None and not self.admission.admits(
-                request, num_waiting=len(self.waiting), has_room=self.has_room(), now=now):
-            return False
-        self.waiting.append(request)
-        return True
+        return self._enqueue(request, now)
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
@@ -190,18 +163,7 @@ class ChunkedPrefill:
         return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
-        if self.reserve is not None:
-            self.reserve.on_steps(steps_applied(plan.requests, plan.contexts),
-                                  preempted=bool(plan.preempted))
-        outcome = apply_tokens(plan)
-        running = len(self.running)
-        self._all_decoding = len(outcome.emitted) == len(plan.requests) == running
-        if outcome.finished:
-            if self.admission is not None:
-                self.admission.on_finished(len(outcome.finished), now)
-            for request in outcome.finished:
-                self.pool.free(request.request_id)
-                request.status = RequestStatus.FINISHED
-            done = {id(r) for r in outcome.finished}
-            self.running = [r for r in self.running if id(r) not in done]
+        all_running = len(plan.requests) == len(self.running)
+        outcome = self._apply_step(plan, now)
+        self._all_decoding = all_running and len(outcome.emitted) == len(plan.requests)
         return outcome

@@ -10,22 +10,21 @@ long prompt stalls everyone's decode for that step.
 from __future__ import annotations
 
 import math
-from collections import deque
 
-from policies.admission import AdmissionControl, KVReserve, ReserveGate, steps_applied
+from policies.admission import AdmissionControl, KVReserve, ReserveGate
 from policies.budget import StepBudget
 from policies.iteration_level import (
     decode_repeat_steps,
-    reject_if_never_fits,
     schedule_all_decodes,
 )
 from policies.preemption import PreemptionMode, allocate_or_preempt, swap_in
+from policies.queues import IterationLevelQueues
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request, RequestStatus
-from sim.step_plan import StepOutcome, StepPlan, apply_tokens
+from sim.step_plan import StepOutcome, StepPlan
 
 
-class ContinuousBatching:
+class ContinuousBatching(IterationLevelQueues):
     def __init__(
         self,
         *,
@@ -37,33 +36,11 @@ class ContinuousBatching:
         admission: AdmissionControl | None = None,
         reserve: KVReserve | None = None,
     ) -> None:
-        self.pool = pool
-        self.max_num_seqs = max_num_seqs
+        super().__init__(pool=pool, max_num_seqs=max_num_seqs, preemption=preemption,
+                         swap_space=swap_space, admission=admission, reserve=reserve)
         self.max_num_batched_tokens = max_num_batched_tokens
-        self.preemption: PreemptionMode = preemption
-        self.swap_space = swap_space
-        self.admission = admission
-        self.reserve = reserve
-        self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []
-
-    @property
-    def num_running(self) -> int:
-        return len(self.running)
-
-    @property
-    def num_waiting(self) -> int:
-        return len(self.waiting)
-
-    def has_work(self) -> bool:
-        return bool(self.running or self.waiting)
-
-    def has_room(self) -> bool:
-        return not self.waiting and len(self.running) < self.max_num_seqs
 
     def add_request(self, request: Request, now: float) -> bool:
-        if not reject_if_never_fits(request, self.pool):
-            return False
         if request.prompt_tokens > self.max_num_batched_tokens:
             request.reject(
                 f"prompt of {request.prompt_tokens} tokens exceeds max_num_batched_tokens="
@@ -71,11 +48,7 @@ class ContinuousBatching:
                 kind="prompt_exceeds_token_budget",
             )
             return False
-        if self.admission is not None and not self.admission.admits(
-                request, num_waiting=len(self.waiting), has_room=self.has_room(), now=now):
-            return False
-        self.waiting.append(request)
-        return True
+        return self._enqueue(request, now)
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
@@ -144,16 +117,4 @@ class ContinuousBatching:
         return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
-        if self.reserve is not None:
-            self.reserve.on_steps(steps_applied(plan.requests, plan.contexts),
-                                  preempted=bool(plan.preempted))
-        outcome = apply_tokens(plan)
-        if outcome.finished:
-            if self.admission is not None:
-                self.admission.on_finished(len(outcome.finished), now)
-            for request in outcome.finished:
-                self.pool.free(request.request_id)
-                request.status = RequestStatus.FINISHED
-            done = {id(r) for r in outcome.finished}
-            self.running = [r for r in self.running if id(r) not in done]
-        return outcome
+        return self._apply_step(plan, now)

@@ -99,11 +99,16 @@ def advance_decode_steps(
             allocated = pool.allocate(request.request_id, request.num_tokens)
             assert allocated, "a fast-path stretch ran out of KV blocks"
 
-    # Each request's first gap is its own; the later ones are the same for the whole batch.
-    record.itl_s.frombytes((ends[0] - last_token).tobytes())
-    record.itl_request.frombytes(ids.tobytes())
-    if steps > 1:
-        record.itl_runs.append((ids, np.diff(ends)))
+    # Gaps after the first step are the same for the whole batch; so is the first one when
+    # every request emitted its previous token at the same instant (the usual case).
+    first = ends[0] - last_token
+    if (first == first[0]).all():
+        record.itl_runs.append((ids, np.concatenate((first[:1], np.diff(ends)))))
+    else:
+        record.itl_s.frombytes(first.tobytes())
+        record.itl_request.frombytes(ids.tobytes())
+        if steps > 1:
+            record.itl_runs.append((ids, np.diff(ends)))
 
     starts = np.concatenate(([ends[0] - durations[0]], ends[:-1]))
     record.steps.extend(
