@@ -12,18 +12,15 @@ prompt longer than the budget is fine; only one that could never fit the cache i
 
 from __future__ import annotations
 
-import math
-
-from policies.admission import AdmissionControl, KVReserve, ReserveGate
+from policies.admission import AdmissionControl, KVReserve
 from policies.budget import StepBudget
 from policies.iteration_level import (
-    decode_repeat_steps,
     schedule_all_decodes,
 )
-from policies.preemption import PreemptionMode, allocate_or_preempt, swap_in
+from policies.preemption import PreemptionMode, allocate_or_preempt
 from policies.queues import IterationLevelQueues
 from sim.kv_cache import HostSwapSpace, KVBlockPool
-from sim.request import Request, RequestStatus
+from sim.request import Request
 from sim.step_plan import StepOutcome, StepPlan
 
 
@@ -125,42 +122,16 @@ class ChunkedPrefill(IterationLevelQueues):
 
     def _schedule_waiting(self, plan: StepPlan, budget: StepBudget, now: float) -> None:
         """FCFS admission: the head of the queue blocks those behind it, as in vLLM."""
-        gate = (ReserveGate(self.reserve, self.running, self.pool)
-                if self.reserve is not None and self.waiting else None)
+        gate = self._reserve_gate()
         while self.waiting:
             if len(self.running) >= self.max_num_seqs:
                 budget.stop_reason = "max_num_seqs"
                 break
             request = self.waiting[0]
             tokens = self._chunk(request, budget)
-            if tokens == 0 or not budget.fits(tokens):
+            if (tokens == 0 or not budget.fits(tokens)
+                    or not self._try_admit(request, tokens, plan, budget, gate, now)):
                 break
-            if gate is not None and not gate.admit(request):
-                budget.stop_reason = "kv_reserve"
-                break
-            if not self.pool.allocate(request.request_id, request.num_computed_tokens + tokens):
-                budget.stop_reason = "kv_cache_full"
-                break
-            self.waiting.popleft()
-            swap_in(request, self.swap_space, plan)
-            request.status = RequestStatus.RUNNING
-            if math.isnan(request.first_scheduled_s):
-                request.first_scheduled_s = now
-            self.running.append(request)
-            budget.take(tokens)
-            plan.add(request, tokens)
-
-    def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
-        """Steps until the decoding batch would need more KV blocks than are free.
-
-        Only a plan holding every running request repeats (none is still prefilling). A waiting
-        request that was not admitted stays blocked while the batch only decodes: the running
-        count, the budget left after the decodes — hence its chunk — do not change, and free
-        KV only shrinks.
-        """
-        if self.reserve is not None and self.reserve.blocks_stretch(len(self.waiting)):
-            return 1
-        return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
         all_running = len(plan.requests) == len(self.running)

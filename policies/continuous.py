@@ -9,18 +9,15 @@ long prompt stalls everyone's decode for that step.
 
 from __future__ import annotations
 
-import math
-
-from policies.admission import AdmissionControl, KVReserve, ReserveGate
+from policies.admission import AdmissionControl, KVReserve
 from policies.budget import StepBudget
 from policies.iteration_level import (
-    decode_repeat_steps,
     schedule_all_decodes,
 )
-from policies.preemption import PreemptionMode, allocate_or_preempt, swap_in
+from policies.preemption import PreemptionMode, allocate_or_preempt
 from policies.queues import IterationLevelQueues
 from sim.kv_cache import HostSwapSpace, KVBlockPool
-from sim.request import Request, RequestStatus
+from sim.request import Request
 from sim.step_plan import StepOutcome, StepPlan
 
 
@@ -83,38 +80,14 @@ class ContinuousBatching(IterationLevelQueues):
         )
 
     def _schedule_waiting(self, plan: StepPlan, budget: StepBudget, now: float) -> None:
-        gate = (ReserveGate(self.reserve, self.running, self.pool)
-                if self.reserve is not None and self.waiting else None)
+        """FCFS admission of whole prompts: the head of the queue blocks those behind it."""
+        gate = self._reserve_gate()
         while self.waiting:
             request = self.waiting[0]
             need = request.num_uncomputed_tokens
-            if not budget.fits(need):
+            if not budget.fits(need) or not self._try_admit(request, need, plan, budget, gate,
+                                                            now):
                 break
-            if gate is not None and not gate.admit(request):
-                budget.stop_reason = "kv_reserve"
-                break
-            if not self.pool.allocate(request.request_id, request.num_tokens):
-                budget.stop_reason = "kv_cache_full"
-                break
-            self.waiting.popleft()
-            swap_in(request, self.swap_space, plan)
-            request.status = RequestStatus.RUNNING
-            if math.isnan(request.first_scheduled_s):
-                request.first_scheduled_s = now
-            self.running.append(request)
-            budget.take(need)
-            plan.add(request, need)
-
-    def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
-        """Steps until the running batch would need more KV blocks than are free.
-
-        Requests left waiting stay blocked while the batch only decodes: its sequence and token
-        counts do not change and its free KV only shrinks. A batch that left running requests
-        unscheduled (token budget) steps normally.
-        """
-        if self.reserve is not None and self.reserve.blocks_stretch(len(self.waiting)):
-            return 1
-        return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
         return self._apply_step(plan, now)

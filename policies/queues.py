@@ -4,11 +4,13 @@ and the release of finished requests. Each policy adds its own `schedule`."""
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
-from policies.admission import AdmissionControl, KVReserve, steps_applied
-from policies.iteration_level import reject_if_never_fits
-from policies.preemption import PreemptionMode
+from policies.admission import AdmissionControl, KVReserve, ReserveGate, steps_applied
+from policies.budget import StepBudget
+from policies.iteration_level import decode_repeat_steps, reject_if_never_fits
+from policies.preemption import PreemptionMode, swap_in
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request, RequestStatus
 from sim.step_plan import StepOutcome, StepPlan, apply_tokens
@@ -52,6 +54,44 @@ class IterationLevelQueues:
             return False
         self.waiting.append(request)
         return True
+
+    def _reserve_gate(self) -> ReserveGate | None:
+        """The conservative-admission check for this step's admissions, if configured."""
+        if self.reserve is None or not self.waiting:
+            return None
+        return ReserveGate(self.reserve, self.running, self.pool)
+
+    def _try_admit(self, request: Request, tokens: int, plan: StepPlan, budget: StepBudget,
+                   gate: ReserveGate | None, now: float) -> bool:
+        """Move the head of the queue into the batch with `tokens` to compute this step, if the
+        conservative reserve (when set) and the free KV allow it; False stops admission."""
+        if gate is not None and not gate.admit(request):
+            budget.stop_reason = "kv_reserve"
+            return False
+        if not self.pool.allocate(request.request_id, request.num_computed_tokens + tokens):
+            budget.stop_reason = "kv_cache_full"
+            return False
+        self.waiting.popleft()
+        swap_in(request, self.swap_space, plan)
+        request.status = RequestStatus.RUNNING
+        if math.isnan(request.first_scheduled_s):
+            request.first_scheduled_s = now
+        self.running.append(request)
+        budget.take(tokens)
+        plan.add(request, tokens)
+        return True
+
+    def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
+        """Steps until the decoding batch would need more KV blocks than are free.
+
+        Only a plan holding every running request repeats. A request left waiting stays blocked
+        while the batch only decodes: the running count and the budget left after the decodes
+        do not change, and free KV only shrinks. While conservative admission's ratio decays,
+        a blocked request may become admissible, so the policy steps one by one.
+        """
+        if self.reserve is not None and self.reserve.blocks_stretch(len(self.waiting)):
+            return 1
+        return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
 
     def _apply_step(self, plan: StepPlan, now: float) -> StepOutcome:
         """Apply the step's tokens and release the requests that finished."""
