@@ -10,11 +10,17 @@ from hypothesis import strategies as st
 from policies.admission import AdmissionControl, KVReserve
 from policies.chunked_prefill import ChunkedPrefill
 from policies.continuous import ContinuousBatching
-from sim.engine import ClosedLoopTraffic, Simulation
+from sim.engine import Simulation
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request, RequestStatus
 from tests.policies.checked_policy import CheckedPolicy
-from tests.policies.test_invariants import LinearCost, _check_conservation, _traffic, workloads
+from tests.policies.test_invariants import (
+    LinearCost,
+    _check_conservation,
+    _traffic,
+    run_small_cache_closed_loop,
+    workloads,
+)
 from tests.validation.experiment_builder import base_experiment, run_dict
 
 
@@ -63,18 +69,8 @@ def test_the_new_token_ratio_decays_to_its_floor_and_resets_on_preemption():
 
 def _closed_loop_preemptions(policy_cls, reserve: KVReserve | None, **limits: int) -> int:
     """8 users of 100 + 200 tokens each on a 480-token cache (the preemption test's setting)."""
-    pool = KVBlockPool(30, 16)
-    inner = policy_cls(pool=pool, max_num_seqs=8, reserve=reserve, **limits)
-    checked = CheckedPolicy(inner, max_seqs=8, max_tokens=max(limits.values()))
-
-    def lengths():
-        while True:
-            yield 100, 200
-
-    traffic = ClosedLoopTraffic(concurrency=8, think_time_s=0.0, lengths=lengths,
-                                num_requests=40, duration_s=None)
-    record = Simulation([checked], LinearCost(), traffic).run()
-    _check_conservation(record, checked)
+    inner = policy_cls(pool=KVBlockPool(30, 16), max_num_seqs=8, reserve=reserve, **limits)
+    record, _ = run_small_cache_closed_loop(inner, max_tokens=max(limits.values()))
     assert all(r.status is RequestStatus.FINISHED for r in record.requests)
     return sum(r.preemptions for r in record.requests)
 

@@ -126,10 +126,10 @@ def test_static_conserves_tokens_and_blocks(w, blocks, batch, wait, fast):
             assert r.output_tokens > 200 or pool.blocks_for(r.prompt_tokens + 200) > blocks
 
 
-def test_small_cache_forces_preemption_and_recomputation_is_counted():
-    pool = KVBlockPool(30, 16)  # 480 tokens for 8 users of 100 + 200 tokens each
-    inner = ContinuousBatching(pool=pool, max_num_seqs=8, max_num_batched_tokens=4096)
-    checked = CheckedPolicy(inner, max_seqs=8, max_tokens=4096)
+def run_small_cache_closed_loop(inner, *, max_tokens: int):
+    """8 closed-loop users of 100 + 200 tokens each on `inner`, whose pool should be small
+    (30 blocks = 480 tokens forces preemption); conservation is checked on the way out."""
+    checked = CheckedPolicy(inner, max_seqs=8, max_tokens=max_tokens)
 
     def lengths():
         while True:
@@ -139,6 +139,13 @@ def test_small_cache_forces_preemption_and_recomputation_is_counted():
                                 num_requests=40, duration_s=None)
     record = Simulation([checked], LinearCost(), traffic).run()
     _check_conservation(record, checked)
+    return record, checked
+
+
+def test_small_cache_forces_preemption_and_recomputation_is_counted():
+    pool = KVBlockPool(30, 16)  # 480 tokens for 8 users of 100 + 200 tokens each
+    inner = ContinuousBatching(pool=pool, max_num_seqs=8, max_num_batched_tokens=4096)
+    record, checked = run_small_cache_closed_loop(inner, max_tokens=4096)
     assert checked.preempting_steps > 0
     assert sum(r.recomputed_tokens for r in record.requests) > 0
     assert len(record.requests) == 40
