@@ -75,4 +75,5 @@ def decode_repeat_steps(plan: StepPlan, num_running: int, pool: KVBlockPool,
     # Allocation is exact: each request holds the blocks of the tokens it computes now.
     held = -(-tokens // pool.block_size)
     extra = extra_blocks_by_step(tokens, held, pool.block_size, horizon)
+    plan.kv_growth = extra  # the engine's stretch needs the same counts
     return int(np.searchsorted(extra, pool.num_free, side="right"))

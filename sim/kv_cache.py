@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections import deque
 
+import numpy as np
+
 
 class KVCacheError(RuntimeError):
     """An invariant of the block pool was violated: a bug, never a user error."""
@@ -42,6 +44,12 @@ class KVBlockPool:
         blocks = self._owned.get(owner)
         return len(blocks) if blocks else 0
 
+    def held_many(self, owners: list[int]) -> np.ndarray:
+        """`held` of each owner, as an array."""
+        owned = self._owned
+        return np.fromiter((len(owned.get(o, ())) for o in owners), dtype=np.int64,
+                           count=len(owners))
+
     def extra_blocks_needed(self, owner: int, total_tokens: int) -> int:
         return max(0, self.blocks_for(total_tokens) - self.held(owner))
 
@@ -62,6 +70,18 @@ class KVBlockPool:
         blocks = self._owned.setdefault(owner, [])
         for _ in range(need):
             blocks.append(self._free.popleft())
+        return True
+
+    def grow_many(self, owners: list[int], total_tokens: np.ndarray) -> bool:
+        """`allocate` for several owners at once, all or nothing (the fast path's bulk step)."""
+        short = -(-total_tokens // self.block_size) - self.held_many(owners)
+        growing = np.flatnonzero(short > 0)
+        if int(short[growing].sum()) > len(self._free):
+            return False
+        free, owned = self._free, self._owned
+        for index, count in zip(growing.tolist(), short[growing].tolist(), strict=True):
+            blocks = owned.setdefault(owners[index], [])
+            blocks.extend(free.popleft() for _ in range(count))
         return True
 
     def free(self, owner: int) -> int:

@@ -70,16 +70,7 @@ def weighted_distribution(values: np.ndarray, weights: np.ndarray) -> dict[str, 
 
 def _measured_itl(record: RunRecord, measured: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Inter-token gaps of the measured requests, as (values, repeat counts)."""
-    ids = np.frombuffer(record.itl_request, dtype=np.int64)
-    single = np.frombuffer(record.itl_s, dtype=np.float64)
-    values = [single[measured[ids]] if ids.size else single]
-    weights = [np.ones(values[0].size, dtype=np.int64)]
-    for run_ids, gaps in record.itl_runs:
-        count = int(np.count_nonzero(measured[run_ids]))
-        if count:
-            values.append(gaps)
-            weights.append(np.full(gaps.size, count, dtype=np.int64))
-    return np.concatenate(values), np.concatenate(weights)
+    return record.itl.values_and_weights(measured)
 
 
 def measured_mask(requests: pd.DataFrame, warmup_s: float, cooldown_s: float) -> np.ndarray:
@@ -115,7 +106,7 @@ def _step_window_stats(record: RunRecord, start: float, end: float) -> dict[str,
     overlap = np.clip(np.minimum(e, end) - np.maximum(s, start), 0.0, None)
     span = max(end - start, 1e-12) * record.num_replicas
     busy = overlap.sum()
-    kv = steps["kv_used_blocks"] / max(1, record.kv_blocks_per_replica)
+    kv = steps["kv_used_blocks"] / record.kv_capacity(steps["replica"])
     inside = overlap > 0
     return {
         "gpu_busy_fraction": float(busy / span),

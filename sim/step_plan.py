@@ -31,6 +31,9 @@ class StepPlan:
     swap_tokens: int = 0  # tokens of KV moved over PCIe this step (swap out + swap in)
     preempted: list[Request] = field(default_factory=list)
     wake_at: float | None = None  # for an empty plan: when to ask again if nothing arrives
+    # Set by a policy that already counted them for `repeatable_steps`: the cumulative KV
+    # blocks beyond those held that repeating this decode plan needs by each step.
+    kv_growth: np.ndarray | None = None
 
     @property
     def is_empty(self) -> bool:

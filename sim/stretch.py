@@ -16,9 +16,6 @@ from sim.kv_cache import KVBlockPool
 from sim.recorder import RunRecord
 from sim.step_plan import StepPlan
 
-# Up to this many (step, request) pairs, extra KV blocks are counted densely.
-_DENSE_LIMIT = 4096
-
 
 def decode_horizon(plan: StepPlan) -> int:
     """Steps, starting with `plan`, up to and including the first in which a request finishes;
@@ -46,29 +43,24 @@ def extra_blocks_by_step(
     """Cumulative KV blocks, beyond those held, that steps 0..num_steps-1 need in total.
 
     At step j request r needs blocks for `tokens[r] + j` tokens. Its first extra block is
-    needed at step f = held·block_size − tokens + 1, then one more every `block_size` steps;
-    the events are counted per step and summed, without a (steps × requests) matrix.
+    needed at step f = held·block_size − tokens + 1, then one more every `block_size` steps.
+    So the blocks newly needed at step j are the requests whose f is j, j − block_size,
+    j − 2·block_size, ...: a cumulative sum down the columns of the per-step counts of f
+    folded into rows of `block_size` steps — O(steps + requests), no (steps × requests) matrix.
     """
     first = np.maximum(held * block_size - tokens + 1, 0)
-    if num_steps * tokens.size <= _DENSE_LIMIT:
-        # Small stretches: count each request's extra blocks at every step directly.
-        steps = np.arange(num_steps)[:, None]
-        extra = np.where(steps >= first, (steps - first) // block_size + 1, 0)
-        return extra.sum(axis=1)
-    counts = np.maximum(0, -(-(num_steps - first) // block_size))
-    total = int(counts.sum())
-    per_step = np.zeros(num_steps, dtype=np.int64)
-    if total:
-        starts = np.repeat(first, counts)
-        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        per_step = np.bincount(starts + offsets * block_size, minlength=num_steps)
+    first = first[first < num_steps]
+    rows = -(-num_steps // block_size)
+    starting = np.bincount(first, minlength=rows * block_size)
+    per_step = starting.reshape(rows, block_size).cumsum(axis=0).ravel()[:num_steps]
     return np.cumsum(per_step)
 
 
 def kv_growth(plan: StepPlan, pool: KVBlockPool, steps: int) -> np.ndarray:
     """Cumulative KV blocks the stretch's steps 0..steps-1 take beyond those held now."""
-    held = np.fromiter((pool.held(r.request_id) for r in plan.requests), dtype=np.int64,
-                       count=len(plan.requests))
+    if plan.kv_growth is not None and plan.kv_growth.size >= steps:
+        return plan.kv_growth[:steps]  # counted by the policy's repeatable_steps
+    held = pool.held_many([r.request_id for r in plan.requests])
     tokens = np.array(plan.contexts, dtype=np.int64) + 1
     return extra_blocks_by_step(tokens, held, pool.block_size, steps)
 
@@ -85,7 +77,8 @@ def advance_decode_steps(
     steps = ends.size
     requests = plan.requests
     n = len(requests)
-    ids = np.fromiter((r.request_id for r in requests), dtype=np.int64, count=n)
+    ids_list = [r.request_id for r in requests]
+    ids = np.array(ids_list, dtype=np.int64)
     last_token = np.fromiter((r.last_token_s for r in requests), dtype=np.float64, count=n)
     used_before = pool.num_used
 
@@ -94,21 +87,21 @@ def advance_decode_steps(
         request.num_computed_tokens += steps
         request.num_generated += steps
         request.last_token_s = last
-        # Holds blocks for its computed tokens; a new one only at a block boundary.
-        if pool.held(request.request_id) * pool.block_size < request.num_tokens:
-            allocated = pool.allocate(request.request_id, request.num_tokens)
-            assert allocated, "a fast-path stretch ran out of KV blocks"
+    # Every request now holds blocks for its computed tokens; the stretch's last step needs one
+    # more token each, and a new block only where that crosses a block boundary.
+    tokens = np.array(plan.contexts, dtype=np.int64) + (steps + 1)
+    grown = pool.grow_many(ids_list, tokens)
+    assert grown, "a fast-path stretch ran out of KV blocks"
 
     # Gaps after the first step are the same for the whole batch; so is the first one when
     # every request emitted its previous token at the same instant (the usual case).
     first = ends[0] - last_token
     if (first == first[0]).all():
-        record.itl_runs.append((ids, np.concatenate((first[:1], np.diff(ends)))))
+        record.itl.add_run(ids, np.concatenate((first[:1], np.diff(ends))))
     else:
-        record.itl_s.frombytes(first.tobytes())
-        record.itl_request.frombytes(ids.tobytes())
+        record.itl.add_singles(ids, first)
         if steps > 1:
-            record.itl_runs.append((ids, np.diff(ends)))
+            record.itl.add_run(ids, np.diff(ends))
 
     starts = np.concatenate(([ends[0] - durations[0]], ends[:-1]))
     record.steps.extend(
