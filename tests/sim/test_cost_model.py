@@ -13,7 +13,13 @@ from sim.dtypes import bytes_per_element
 from sim.hardware import load_gpu_profile
 from sim.memory import weights_bytes_per_gpu
 from sim.model_spec import load_model
-from sim.roofline import decode_attention_seconds, prefill_attention_seconds
+from sim.roofline import (
+    allreduce_seconds,
+    decode_attention_seconds,
+    gemm_parts,
+    gemm_seconds,
+    prefill_attention_seconds,
+)
 
 
 def _cost_model(
@@ -193,9 +199,39 @@ def test_bounded_cache_gives_the_same_answers(monkeypatch: pytest.MonkeyPatch) -
     small_cache, fresh = _cost_model(), _cost_model()
     for batch in range(1, 20):
         _decode(small_cache, batch, 100)
-    assert len(small_cache._layer_cache) <= 3
+    # Cleared when full, then refilled with one block of neighbouring token counts.
+    assert len(small_cache._layer_cache) <= 3 + sim.cost_model._LAYER_BLOCK
     for batch in (1, 7, 19):
         assert _decode(small_cache, batch, 100) == _decode(fresh, batch, 100)
+
+
+@pytest.mark.parametrize("tensor_parallel", [1, 4])
+def test_layer_costs_priced_in_blocks_equal_the_one_count_formula(tensor_parallel: int) -> None:
+    cost_model = _cost_model("llama-3.1-70b", tensor_parallel=tensor_parallel)
+    gemms = cost_model._layer_gemms
+    for tokens in (1, 255, 256, 257, 4097, 16383):
+        linear_s, communication_s, bound = cost_model._layer_cost(tokens)
+        m = float(tokens)
+        n = np.array([shape[0] for shape in gemms._shapes], dtype=np.float64)
+        k = np.array([shape[1] for shape in gemms._shapes], dtype=np.float64)
+        one_by_one = gemm_seconds(m, n, k, peak_flops=gemms._peak_flops,
+                                  memory_bw=gemms._gpu.memory_bandwidth_bytes_per_s,
+                                  weight_bytes=gemms._weight_bytes,
+                                  sm_count=gemms._gpu.parallel_units, eff=gemms._gpu.efficiency)
+        assert linear_s == float(np.sum(one_by_one)) * gemms._repeats
+        expected_communication = 0.0
+        if tensor_parallel > 1:
+            expected_communication = cost_model._allreduce_count * float(allreduce_seconds(
+                m * cost_model._allreduce_bytes_per_token, float(tensor_parallel),
+                link_bw=cost_model.gpu.intra_node_bandwidth_bytes_per_s,
+                eff=cost_model.gpu.efficiency))
+        assert communication_s == expected_communication
+        compute_s, memory_s = gemm_parts(m, n, k, peak_flops=gemms._peak_flops,
+                                         memory_bw=gemms._gpu.memory_bandwidth_bytes_per_s,
+                                         weight_bytes=gemms._weight_bytes,
+                                         sm_count=gemms._gpu.parallel_units,
+                                         eff=gemms._gpu.efficiency)
+        assert bound == bool(np.sum(compute_s) > np.sum(memory_s))
 
 
 def test_empty_or_malformed_steps_are_errors() -> None:
