@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,8 +14,10 @@ from rich.console import Console
 from batchsim.calibrate_cli import calibrate_app
 from batchsim.config_loader import ConfigError, dump_resolved, load_experiment
 from batchsim.console import print_summary
+from batchsim.executors import ExecutorError
 from batchsim.outputs import write_results
 from batchsim.policy_factory import ArmError
+from batchsim.report.results import ReportError
 from batchsim.runner import ArmResult, run_experiment
 from sim.calibration.summary import calibration_summary
 from sim.engine import SimulationStalled
@@ -29,7 +32,7 @@ app = typer.Typer(
 )
 app.add_typer(calibrate_app, name="calibrate")
 _USER_ERRORS = (ConfigError, ArmError, HardwareError, ModelError, ModelDoesNotFitError,
-                WorkloadError)
+                WorkloadError, ReportError, ExecutorError)
 
 
 @contextmanager
@@ -64,7 +67,11 @@ def run(
     console = Console()
     with _user_errors(file):
         exp, base_dir = load_experiment(file, set_ or ())
-
+    if exp.sweep is not None or exp.replications > 1:
+        _sweep(file, set_ or [], [], out, jobs=os.cpu_count() or 1, executor="local",
+               address=None)
+        return
+    with _user_errors(file):
         console.print(f"running {exp.name} ({len(exp.policies)} arms)")
         with console.status("starting") as status:
 
@@ -80,6 +87,78 @@ def run(
     print_summary(result, console)
     for path in write_results(result, out_dir):
         console.print(f"wrote {path}", highlight=False)
+    _write_report(out_dir, console)
+
+
+def _write_report(results_dir: Path, console: Console) -> None:
+    from batchsim.report.build import PLOTS_DIR, write_report  # matplotlib only when drawing
+
+    with _user_errors(results_dir):
+        path = write_report(results_dir)
+    console.print(f"wrote {path} (and its PNGs in {results_dir / PLOTS_DIR})", highlight=False)
+
+
+@app.command()
+def report(
+    results_dir: Annotated[Path, typer.Argument(help="A folder written by `batchsim run`.")],
+) -> None:
+    """Rebuild RESULTS_DIR/report.html and its plots from the files there, without simulating."""
+    _write_report(results_dir, Console())
+
+
+ParamOpt = Annotated[
+    list[str] | None,
+    typer.Option("--param", help="A swept key: dotted.key=v1,v2,... (repeat to form a grid)."),
+]
+
+
+@app.command()
+def sweep(
+    file: FileArg,
+    param: ParamOpt = None,
+    replications: Annotated[int | None, typer.Option(
+        help="Runs per point with independent seeds (default: the file's).")] = None,
+    jobs: Annotated[int, typer.Option(help="Worker processes (local executor).")] = (
+        os.cpu_count() or 1),
+    executor: Annotated[str, typer.Option(help="local | ray")] = "local",
+    address: Annotated[str | None, typer.Option(
+        help="Ray cluster address (default: start a local Ray).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Output folder.")] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Run FILE at every point of a sweep (--param, or the file's `sweep:`), resumably."""
+    overrides = list(set_ or [])
+    if replications is not None:
+        overrides.append(f"replications={replications}")
+    _sweep(file, overrides, param or [], out, jobs=jobs, executor=executor, address=address)
+
+
+def _sweep(file: Path, overrides: list[str], params: list[str], out: Path | None, *,
+           jobs: int, executor: str, address: str | None) -> None:
+    from batchsim.sweep_cli import run_sweep_command  # the sweep machinery only when sweeping
+
+    with _user_errors(file):
+        run_sweep_command(file, overrides, params, out, jobs=jobs, executor=executor,
+                          address=address)
+
+
+@app.command()
+def plan(
+    file: FileArg,
+    jobs: Annotated[int, typer.Option(help="Worker processes (local executor).")] = (
+        os.cpu_count() or 1),
+    executor: Annotated[str, typer.Option(help="local | ray")] = "local",
+    address: Annotated[str | None, typer.Option(
+        help="Ray cluster address (default: start a local Ray).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Output folder.")] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Answer FILE's `plan:` (max rate under the SLO, cheapest configuration, what-ifs)."""
+    from batchsim.plan.cli import run_plan_command  # the planner only when planning
+
+    with _user_errors(file):
+        run_plan_command(file, list(set_ or []), out, jobs=jobs, executor=executor,
+                         address=address)
 
 
 @app.command()

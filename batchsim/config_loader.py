@@ -262,6 +262,8 @@ def _expected(detail: ErrorDetails) -> str:
         return f"expected one of: {expected}"
     if kind == "too_short":
         return f"expected at least {ctx.get('min_length')} item(s)"
+    if kind == "too_long":  # e.g. a [start, end] pair given three numbers
+        return f"expected at most {ctx.get('max_length')} item(s)"
     if kind == "string_too_short":
         return "expected a non-empty string"
     if kind == "value_error":

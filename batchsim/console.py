@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from batchsim.runner import ExperimentResult
@@ -33,7 +34,29 @@ def _rows(m: dict[str, object]) -> list[tuple[str, str]]:
         ("KV use mean / max", f"{_pct(kv, 'mean')} / {_pct(kv, 'max')}"),
         ("goodput (req/s)", _num(m["goodput_rps"], ",.2f")),
         ("SLO attainment", "-" if not isinstance(attainment, float) else f"{attainment:.1%}"),
+        *_tenant_rows(m),
     ]
+
+
+def _tenant_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """Per-tenant latency and SLO attainment, and Jain's index (multi-tenant workloads)."""
+    tenants = m.get("tenants")
+    if not isinstance(tenants, dict):
+        return []
+    rows: list[tuple[str, str]] = []
+    for name, t in tenants.items():
+        attainment = t["slo_attainment"]
+        rows += [
+            (f"{name}: TTFT p50 / p99 (s)", f"{_s(t['ttft_s'], 'p50')} / {_s(t['ttft_s'], 'p99')}"),
+            (f"{name}: slowdown mean / p99",
+             f"{_s(t['slowdown'], 'mean')} / {_s(t['slowdown'], 'p99')}"),
+            (f"{name}: SLO attainment",
+             "-" if not isinstance(attainment, float) else f"{attainment:.1%}"),
+        ]
+    fairness = m.get("fairness")
+    jain = fairness.get("jain_index") if isinstance(fairness, dict) else None
+    rows.append(("Jain's index (service)", _num(jain, ".3f")))
+    return rows
 
 
 def _s(dist: object, key: str) -> str:
@@ -46,13 +69,28 @@ def _pct(dist: object, key: str) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def _transfer_rows(m: dict[str, object], colocated_gpus: int) -> list[tuple[str, str]]:
+    """GPUs, and the KV transfer time and link use of a disaggregated arm ("-" for others)."""
+    transfer = m.get("kv_transfer_s")
+    link = m.get("kv_link_utilization")
+    return [
+        ("GPUs", _num(m.get("gpus", colocated_gpus), ",")),
+        ("KV transfer p50 / p99 (ms)", f"{_ms(transfer, 'p50')} / {_ms(transfer, 'p99')}"),
+        ("KV link utilisation", "-" if not isinstance(link, float) else f"{link:.1%}"),
+    ]
+
+
 def comparison_table(result: ExperimentResult) -> Table:
     """Metrics down the side, one column per arm (fits a narrow terminal)."""
     table = Table(title=result.experiment.name, caption=result.deployment.memory.describe())
     table.add_column("metric")
     for arm in result.arms:
         table.add_column(arm.name, justify="right")
-    per_arm = [_rows(arm.metrics) for arm in result.arms]
+    transfers = any("kv_transfer_s" in arm.metrics for arm in result.arms)
+    exp = result.experiment
+    gpus = exp.replicas * exp.tensor_parallel  # a colocated arm's
+    per_arm = [_rows(arm.metrics) + (_transfer_rows(arm.metrics, gpus) if transfers else [])
+               for arm in result.arms]
     for i, (label, _) in enumerate(per_arm[0] if per_arm else []):
         table.add_row(label, *(rows[i][1] for rows in per_arm))
     return table
@@ -64,6 +102,8 @@ def print_summary(result: ExperimentResult, console: Console) -> None:
         console.print(
             f"[yellow]note:[/] {result.deployment.gpu.name} uses uncalibrated efficiency priors"
         )
+    for note in result.traffic.notes:  # e.g. trace rows dropped: never silently
+        console.print("[yellow]note:[/] " + escape(note), highlight=False)
     if result.traffic.clipped.count:
         console.print(
             f"[yellow]note:[/] {result.traffic.clipped.count} requests were clipped to "

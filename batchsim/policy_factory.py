@@ -8,11 +8,23 @@ from batchsim.config import (
     Arm,
     ChunkedPrefillArm,
     ContinuousArm,
+    FairShareOrdering,
+    OrderingConfig,
+    PriorityOrdering,
+    ShortestPromptFirstOrdering,
     StaticArm,
 )
 from policies.admission import AdmissionControl, KVReserve
 from policies.chunked_prefill import ChunkedPrefill
 from policies.continuous import ContinuousBatching
+from policies.fair_share import FairShareQueue
+from policies.ordering import (
+    FcfsQueue,
+    KeyedQueue,
+    WaitingQueue,
+    priority_key,
+    shortest_prompt_key,
+)
 from policies.static import StaticBatching
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.policy_protocol import BatchingPolicy
@@ -54,19 +66,31 @@ def build_reserve(config: AdmissionReserveConfig | None) -> KVReserve | None:
                      decay_steps=config.decay_steps)
 
 
+def build_ordering(config: OrderingConfig) -> WaitingQueue:
+    """A fresh waiting queue (one per replica) for an arm's `ordering`."""
+    if isinstance(config, PriorityOrdering):
+        return KeyedQueue(priority_key(config.aging_s))
+    if isinstance(config, ShortestPromptFirstOrdering):
+        return KeyedQueue(shortest_prompt_key(config.aging_tokens_per_s))
+    if isinstance(config, FairShareOrdering):
+        return FairShareQueue(config.input_token_weight, config.output_token_weight)
+    return FcfsQueue()
+
+
 def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
                  swap_blocks: int, max_model_len: int) -> BatchingPolicy:
     pool = KVBlockPool(num_blocks, block_size)
     if isinstance(arm, StaticArm):
         return StaticBatching(pool=pool, max_batch_size=arm.max_batch_size,
-                              max_wait_s=arm.max_wait_s, max_output_tokens=arm.max_output_tokens)
+                              max_wait_s=arm.max_wait_s, max_output_tokens=arm.max_output_tokens,
+                              ordering=build_ordering(arm.ordering))
     if isinstance(arm, ChunkedPrefillArm):
         return ChunkedPrefill(
             pool=pool, token_budget=arm.token_budget, max_num_seqs=arm.max_num_seqs,
             long_prefill_token_threshold=arm.long_prefill_token_threshold,
             preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
             admission=build_admission(arm.admission),
-            reserve=build_reserve(arm.admission_reserve),
+            reserve=build_reserve(arm.admission_reserve), ordering=build_ordering(arm.ordering),
         )
     assert isinstance(arm, ContinuousArm)
     return ContinuousBatching(
@@ -74,4 +98,5 @@ def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
         max_num_batched_tokens=effective_token_budget(arm, max_model_len, index),
         preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
         admission=build_admission(arm.admission), reserve=build_reserve(arm.admission_reserve),
+        ordering=build_ordering(arm.ordering),
     )

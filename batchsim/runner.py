@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from batchsim.config import Experiment
+from batchsim.config import DisaggregatedArm, Experiment
+from batchsim.disaggregation import build_disaggregated
+from batchsim.fairness import arm_fairness
 from batchsim.policy_factory import build_policy
 from batchsim.traffic import BuiltTraffic, build_traffic
 from sim.cost_model import RooflineCostModel
 from sim.engine import Simulation
+from sim.fairness_metrics import add_slowdown
 from sim.hardware import GpuProfile, HardwareError, load_gpu_profile
 from sim.memory import MemoryPlan, ModelDoesNotFitError, plan_memory
 from sim.metrics import SLOTargets, summarize
@@ -101,27 +104,38 @@ def run_experiment(
     result = ExperimentResult(exp, deployment, traffic)
     for index, arm in enumerate(exp.policies):
         started = time.perf_counter()
-        policies = [
-            build_policy(arm, index, num_blocks=deployment.num_blocks,
-                         block_size=exp.kv_cache.block_size, swap_blocks=deployment.swap_blocks,
-                         max_model_len=deployment.max_model_len)
-            for _ in range(exp.replicas)
-        ]
         progress = None
         if on_progress is not None:
             def progress(now: float, arm_name: str = arm.name) -> None:
                 on_progress(arm_name, now)
-        shared_queue = exp.router == "shared_queue"
-        simulation = Simulation(policies, deployment.cost_model, traffic.traffic,
-                                None if shared_queue else ROUTERS[exp.router],
-                                shared_queue=shared_queue,
-                                max_model_len=deployment.max_model_len,
-                                fast_path=exp.engine.fast_path, on_progress=progress)
+        disaggregated = None
+        if isinstance(arm, DisaggregatedArm):
+            disaggregated = build_disaggregated(
+                exp, arm, index, model=deployment.model, base_dir=base_dir,
+                max_model_len=deployment.max_model_len, traffic=traffic, on_progress=progress)
+            simulation: Simulation = disaggregated.simulation
+        else:
+            policies = [
+                build_policy(arm, index, num_blocks=deployment.num_blocks,
+                             block_size=exp.kv_cache.block_size,
+                             swap_blocks=deployment.swap_blocks,
+                             max_model_len=deployment.max_model_len)
+                for _ in range(exp.replicas)
+            ]
+            shared_queue = exp.router == "shared_queue"
+            simulation = Simulation(policies, deployment.cost_model, traffic.traffic,
+                                    None if shared_queue else ROUTERS[exp.router],
+                                    shared_queue=shared_queue,
+                                    max_model_len=deployment.max_model_len,
+                                    fast_path=exp.engine.fast_path, on_progress=progress)
         record = simulation.run()
-        requests = requests_table(record.requests)
+        requests = add_slowdown(requests_table(record.requests), deployment.cost_model)
         metrics = summarize(requests, record, warmup_s=exp.warmup_s, cooldown_s=exp.cooldown_s,
                             slo=slo_targets(exp))
         metrics["clipped_requests"] = traffic.clipped.count
+        if disaggregated is not None:  # transfer columns and metrics, per-pool use
+            requests = disaggregated.add_outputs(requests, metrics, exp)
+        metrics.update(arm_fairness(exp, requests, metrics))
         end = float(requests["finish_s"].max()) if len(requests) else 0.0
         timeseries = bin_timeseries(record, exp.output.timeseries_bin_s, end)
         arm_result = ArmResult(arm.name, requests, timeseries, metrics,

@@ -2,7 +2,9 @@
 
 Lengths drawn from distributions are clipped so that prompt + output fits `max_model_len`
 (DESIGN §5); the number clipped is reported. Trace requests are never altered: one that does not
-fit is rejected by the engine with a reason.
+fit is rejected by the engine with a reason. Several tenants are generated independently (each
+from its own child seed) and merged by arrival time, each request keeping its tenant's index
+and priority.
 """
 
 from __future__ import annotations
@@ -21,9 +23,13 @@ from batchsim.config import (
     GammaArrivals,
     LengthConfig,
     PoissonArrivals,
+    TenantConfig,
     TraceArrivals,
     WorkloadConfig,
 )
+from batchsim.corpus_lengths import corpus_samplers
+from batchsim.load_shapes import SHAPED_KINDS, shaped_arrival_times
+from batchsim.trace_traffic import replay_trace
 from sim.engine import ClosedLoopTraffic, OpenLoopTraffic, Traffic
 
 # Closed-loop lengths are drawn in chunks of this many requests, as they are needed.
@@ -42,6 +48,7 @@ class BuiltTraffic:
     traffic: Traffic
     clipped: ClipTally
     source: str  # a short description for the summary
+    notes: tuple[str, ...] = ()  # what the console must say, e.g. trace rows dropped
 
 
 def length_distribution(config: LengthConfig, base_dir: Path) -> wl.LengthDistribution:
@@ -73,8 +80,9 @@ def clip_to_context(prompt: np.ndarray, output: np.ndarray,
 class _Rngs:
     """Independent streams for arrivals, prompt lengths and output lengths, from one seed."""
 
-    def __init__(self, seed: int) -> None:
-        arrivals, prompts, outputs = np.random.SeedSequence(seed).spawn(3)
+    def __init__(self, seed: int | np.random.SeedSequence) -> None:
+        root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        arrivals, prompts, outputs = root.spawn(3)
         self.arrivals = np.random.default_rng(arrivals)
         self.prompt_seed = prompts
         self.output_seed = outputs
@@ -82,22 +90,40 @@ class _Rngs:
 
 def build_traffic(config: WorkloadConfig, *, seed: int, base_dir: Path,
                   max_model_len: int) -> BuiltTraffic:
+    if config.tenants is not None:
+        return _tenant_traffic(config, config.tenants, seed, base_dir, max_model_len)
     rngs = _Rngs(seed)
     arrivals = config.arrivals
+    assert arrivals is not None  # the schema requires arrivals or tenants
     if isinstance(arrivals, TraceArrivals):
-        return _trace_traffic(config, arrivals, base_dir)
-    assert config.prompt_tokens is not None and config.output_tokens is not None
-    prompts = length_distribution(config.prompt_tokens, base_dir)
-    outputs = length_distribution(config.output_tokens, base_dir)
+        return _trace_traffic(config, arrivals, base_dir, rngs.arrivals)
+    prompts, outputs = _lengths(config, base_dir, rngs)
     if isinstance(arrivals, ClosedLoopArrivals):
         return _closed_loop(config, arrivals, prompts, outputs, rngs, max_model_len)
-    times = _open_loop_times(config, arrivals, rngs.arrivals)
+    if isinstance(arrivals, SHAPED_KINDS):
+        times = shaped_arrival_times(arrivals, duration_s=config.duration_s,
+                                     num_requests=config.num_requests, rng=rngs.arrivals,
+                                     base_dir=base_dir)
+    else:
+        times = _open_loop_times(config, arrivals, rngs.arrivals)
     n = times.size
     prompt = prompts.sample(np.random.default_rng(rngs.prompt_seed), n)
     output = outputs.sample(np.random.default_rng(rngs.output_seed), n)
     prompt, output, clipped = clip_to_context(prompt, output, max_model_len)
     traffic = OpenLoopTraffic(times, prompt, output)
     return BuiltTraffic(traffic, ClipTally(clipped), f"{arrivals.kind} arrivals")
+
+
+def _lengths(config: WorkloadConfig, base_dir: Path,
+             rngs: _Rngs) -> tuple[wl.LengthDistribution, wl.LengthDistribution]:
+    if config.lengths is not None:
+        # One seed for both columns: they then draw the same corpus rows, keeping each
+        # request's prompt and output together.
+        rngs.output_seed = rngs.prompt_seed
+        return corpus_samplers(config.lengths, base_dir)
+    assert config.prompt_tokens is not None and config.output_tokens is not None
+    return (length_distribution(config.prompt_tokens, base_dir),
+            length_distribution(config.output_tokens, base_dir))
 
 
 def _open_loop_times(config: WorkloadConfig,
@@ -112,19 +138,49 @@ def _open_loop_times(config: WorkloadConfig,
     return wl.constant_arrivals(arrivals.rate, duration_s=duration, num_requests=count)
 
 
-def _trace_traffic(config: WorkloadConfig, arrivals: TraceArrivals,
-                   base_dir: Path) -> BuiltTraffic:
-    path = wl.resolve_trace_path(arrivals.path, base_dir)
-    trace = wl.load_trace(path, arrivals.format)
-    times = wl.apply_time_scale(trace.arrival_s, arrivals.time_scale)
+def _tenant_traffic(config: WorkloadConfig, tenants: list[TenantConfig], seed: int,
+                    base_dir: Path, max_model_len: int) -> BuiltTraffic:
+    """Each tenant's stream from its own child seed, merged by arrival time (ties: tenant
+    order). With `num_requests` each tenant draws that many and the merge keeps the first."""
+    streams = np.random.SeedSequence(seed).spawn(len(tenants))
+    parts = [_one_tenant(config, tenant, stream, base_dir, max_model_len)
+             for tenant, stream in zip(tenants, streams, strict=True)]
+    times, prompt, output, clipped = (np.concatenate(column) for column in zip(*parts,
+                                                                              strict=True))
+    tenant = np.concatenate([np.full(p[0].size, i, dtype=np.int64) for i, p in enumerate(parts)])
+    priority = np.array([t.priority for t in tenants], dtype=np.int64)[tenant]
+    order = np.argsort(times, kind="stable")[: config.num_requests]
+    traffic = OpenLoopTraffic(times[order], prompt[order], output[order], tenant[order],
+                              priority[order])
+    names = ", ".join(f"{t.name} ({t.arrivals.kind} {t.arrivals.rate:g}/s)" for t in tenants)
+    return BuiltTraffic(traffic, ClipTally(int(clipped[order].sum())), f"tenants {names}")
+
+
+def _one_tenant(config: WorkloadConfig, tenant: TenantConfig, stream: np.random.SeedSequence,
+                base_dir: Path, max_model_len: int) -> tuple[np.ndarray, ...]:
+    """(arrival times, prompt, output, clipped mask) of one tenant's requests."""
+    rngs = _Rngs(stream)
+    times = _open_loop_times(config, tenant.arrivals, rngs.arrivals)
+    drawn_prompt = length_distribution(tenant.prompt_tokens, base_dir).sample(
+        np.random.default_rng(rngs.prompt_seed), times.size)
+    drawn_output = length_distribution(tenant.output_tokens, base_dir).sample(
+        np.random.default_rng(rngs.output_seed), times.size)
+    prompt, output, _ = clip_to_context(drawn_prompt, drawn_output, max_model_len)
+    return times, prompt, output, (prompt != drawn_prompt) | (output != drawn_output)
+
+
+def _trace_traffic(config: WorkloadConfig, arrivals: TraceArrivals, base_dir: Path,
+                   rng: np.random.Generator) -> BuiltTraffic:
+    replayed = replay_trace(arrivals, base_dir, rng)  # loaded and transformed
+    trace, times = replayed.trace, replayed.trace.arrival_s
     keep = np.ones(times.size, dtype=bool)
     if config.duration_s is not None:
         keep &= times < config.duration_s
     if config.num_requests is not None:
         keep &= np.arange(times.size) < config.num_requests
     traffic = OpenLoopTraffic(times[keep], trace.prompt_tokens[keep], trace.output_tokens[keep])
-    source = f"trace {trace.source} (time_scale {arrivals.time_scale})"
-    return BuiltTraffic(traffic, ClipTally(0), source)
+    source = "; ".join((replayed.description, *trace.notes))
+    return BuiltTraffic(traffic, ClipTally(0), source, trace.notes)
 
 
 def _closed_loop(config: WorkloadConfig, arrivals: ClosedLoopArrivals,

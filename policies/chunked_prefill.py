@@ -4,10 +4,11 @@ Each step has a token budget. Decodes go first: running requests that need one t
 admission order, each reserving the KV for it or preempting the most recently admitted running
 request until it can. Prefill chunks fill what is left: running requests whose prompt is only
 partly computed continue first (admission order), then — only if nothing was preempted this
-step — waiting requests in FCFS order. Each gets `min(uncomputed tokens, budget left,
-long_prefill_token_threshold)`, so a long prompt spreads over several steps and no decode waits
-behind more than one budget of prefill. KV is allocated for the tokens a step computes, so a
-prompt longer than the budget is fine; only one that could never fit the cache is rejected.
+step — waiting requests in the waiting queue's order (FCFS by default, policies/ordering.py).
+Each gets `min(uncomputed tokens, budget left, long_prefill_token_threshold)`, so a long prompt
+spreads over several steps and no decode waits behind more than one budget of prefill. KV is
+allocated for the tokens a step computes, so a prompt longer than the budget is fine; only one
+that could never fit the cache is rejected.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from policies.budget import StepBudget
 from policies.iteration_level import (
     schedule_all_decodes,
 )
+from policies.ordering import WaitingQueue
 from policies.preemption import PreemptionMode, allocate_or_preempt
 from policies.queues import IterationLevelQueues
 from sim.kv_cache import HostSwapSpace, KVBlockPool
@@ -36,13 +38,15 @@ class ChunkedPrefill(IterationLevelQueues):
         swap_space: HostSwapSpace | None = None,
         admission: AdmissionControl | None = None,
         reserve: KVReserve | None = None,
+        ordering: WaitingQueue | None = None,
     ) -> None:
         threshold = long_prefill_token_threshold
         if token_budget < 1 or max_num_seqs < 1 or (threshold is not None and threshold < 1):
             raise ValueError("chunked prefill needs a token budget, max_num_seqs and a prefill "
                              "threshold (if any) of at least 1")
         super().__init__(pool=pool, max_num_seqs=max_num_seqs, preemption=preemption,
-                         swap_space=swap_space, admission=admission, reserve=reserve)
+                         swap_space=swap_space, admission=admission, reserve=reserve,
+                         ordering=ordering)
         self.token_budget = token_budget
         self.long_prefill_token_threshold = long_prefill_token_threshold
         # True when the last step scheduled every running request and each emitted a token:
@@ -121,13 +125,13 @@ class ChunkedPrefill(IterationLevelQueues):
         return kept
 
     def _schedule_waiting(self, plan: StepPlan, budget: StepBudget, now: float) -> None:
-        """FCFS admission: the head of the queue blocks those behind it, as in vLLM."""
+        """Admission in queue order: the head blocks those behind it, as in vLLM."""
         gate = self._reserve_gate()
         while self.waiting:
             if len(self.running) >= self.max_num_seqs:
                 budget.stop_reason = "max_num_seqs"
                 break
-            request = self.waiting[0]
+            request = self.waiting.head()
             tokens = self._chunk(request, budget)
             if (tokens == 0 or not budget.fits(tokens)
                     or not self._try_admit(request, tokens, plan, budget, gate, now)):

@@ -2,9 +2,10 @@
 
 Each step: running requests first, in admission order, each allocating the KV for its next
 token or preempting the most recently admitted running request until it can; then, only if
-nothing was preempted this step, waiting requests in FCFS order while the sequence budget, the
-token budget and the KV cache allow. A new request's whole prompt is prefilled in one step, so a
-long prompt stalls everyone's decode for that step.
+nothing was preempted this step, waiting requests in the waiting queue's order (FCFS by default,
+see policies/ordering.py) while the sequence budget, the token budget and the KV cache allow.
+A new request's whole prompt is prefilled in one step, so a long prompt stalls everyone's
+decode for that step.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from policies.budget import StepBudget
 from policies.iteration_level import (
     schedule_all_decodes,
 )
+from policies.ordering import WaitingQueue
 from policies.preemption import PreemptionMode, allocate_or_preempt
 from policies.queues import IterationLevelQueues
 from sim.kv_cache import HostSwapSpace, KVBlockPool
@@ -32,9 +34,11 @@ class ContinuousBatching(IterationLevelQueues):
         swap_space: HostSwapSpace | None = None,
         admission: AdmissionControl | None = None,
         reserve: KVReserve | None = None,
+        ordering: WaitingQueue | None = None,
     ) -> None:
         super().__init__(pool=pool, max_num_seqs=max_num_seqs, preemption=preemption,
-                         swap_space=swap_space, admission=admission, reserve=reserve)
+                         swap_space=swap_space, admission=admission, reserve=reserve,
+                         ordering=ordering)
         self.max_num_batched_tokens = max_num_batched_tokens
 
     def add_request(self, request: Request, now: float) -> bool:
@@ -80,10 +84,10 @@ class ContinuousBatching(IterationLevelQueues):
         )
 
     def _schedule_waiting(self, plan: StepPlan, budget: StepBudget, now: float) -> None:
-        """FCFS admission of whole prompts: the head of the queue blocks those behind it."""
+        """Admission of whole prompts in queue order: the head blocks those behind it."""
         gate = self._reserve_gate()
         while self.waiting:
-            request = self.waiting[0]
+            request = self.waiting.head()
             need = request.num_uncomputed_tokens
             if not budget.fits(need) or not self._try_admit(request, need, plan, budget, gate,
                                                             now):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Literal
 
+from policies.ordering import FrontLane
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request, RequestStatus
 from sim.step_plan import StepPlan
@@ -56,7 +56,7 @@ def allocate_or_preempt(
     total_tokens: int,
     *,
     running: list[Request],
-    waiting: deque[Request],
+    waiting: FrontLane,
     pool: KVBlockPool,
     mode: PreemptionMode,
     swap_space: HostSwapSpace | None,
@@ -69,7 +69,7 @@ def allocate_or_preempt(
     while not pool.allocate(request.request_id, total_tokens):
         victim = running.pop()
         preempt(victim, pool, mode, swap_space, plan)
-        waiting.appendleft(victim)
+        waiting.push_front(victim)
         if victim is request:
             return False
     return True

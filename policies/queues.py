@@ -5,11 +5,11 @@ and the release of finished requests. Each policy adds its own `schedule`."""
 from __future__ import annotations
 
 import math
-from collections import deque
 
 from policies.admission import AdmissionControl, KVReserve, ReserveGate, steps_applied
 from policies.budget import StepBudget
 from policies.iteration_level import decode_repeat_steps, reject_if_never_fits
+from policies.ordering import FcfsQueue, WaitingQueue
 from policies.preemption import PreemptionMode, swap_in
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request, RequestStatus
@@ -20,7 +20,7 @@ class IterationLevelQueues:
     def __init__(
         self, *, pool: KVBlockPool, max_num_seqs: int, preemption: PreemptionMode,
         swap_space: HostSwapSpace | None, admission: AdmissionControl | None,
-        reserve: KVReserve | None,
+        reserve: KVReserve | None, ordering: WaitingQueue | None = None,
     ) -> None:
         self.pool = pool
         self.max_num_seqs = max_num_seqs
@@ -28,7 +28,8 @@ class IterationLevelQueues:
         self.swap_space = swap_space
         self.admission = admission
         self.reserve = reserve
-        self.waiting: deque[Request] = deque()
+        # Which waiting request is considered next (policies/ordering.py); FCFS by default.
+        self.waiting: WaitingQueue = FcfsQueue() if ordering is None else ordering
         self.running: list[Request] = []  # admission order; preemption takes from the end
 
     @property
@@ -52,7 +53,7 @@ class IterationLevelQueues:
         if self.admission is not None and not self.admission.admits(
                 request, num_waiting=len(self.waiting), has_room=self.has_room(), now=now):
             return False
-        self.waiting.append(request)
+        self.waiting.push(request)
         return True
 
     def _reserve_gate(self) -> ReserveGate | None:
@@ -71,7 +72,7 @@ class IterationLevelQueues:
         if not self.pool.allocate(request.request_id, request.num_computed_tokens + tokens):
             budget.stop_reason = "kv_cache_full"
             return False
-        self.waiting.popleft()
+        self.waiting.pop_head()
         swap_in(request, self.swap_space, plan)
         request.status = RequestStatus.RUNNING
         if math.isnan(request.first_scheduled_s):
@@ -87,9 +88,13 @@ class IterationLevelQueues:
         Only a plan holding every running request repeats. A request left waiting stays blocked
         while the batch only decodes: the running count and the budget left after the decodes
         do not change, and free KV only shrinks. While conservative admission's ratio decays,
-        a blocked request may become admissible, so the policy steps one by one.
+        a blocked request may become admissible, so the policy steps one by one; likewise
+        while the ordering's head may change without an arrival (fair share, two tenants
+        waiting): a new head might fit where the old one did not.
         """
         if self.reserve is not None and self.reserve.blocks_stretch(len(self.waiting)):
+            return 1
+        if self.waiting.head_may_change():
             return 1
         return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
 
@@ -98,8 +103,10 @@ class IterationLevelQueues:
         if self.reserve is not None:
             self.reserve.on_steps(steps_applied(plan.requests, plan.contexts),
                                   preempted=bool(plan.preempted))
+        self.waiting.on_served(plan)
         outcome = apply_tokens(plan)
         if outcome.finished:
+            self.waiting.on_finished(outcome.finished)
             if self.admission is not None:
                 self.admission.on_finished(len(outcome.finished), now)
             for request in outcome.finished:

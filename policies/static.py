@@ -4,15 +4,15 @@ The batch waits for up to `max_batch_size` requests (or `max_wait_s` after its f
 queued), prefills them padded to the longest prompt, then decodes every slot until the longest
 output is done. Finished sequences keep their slot and their KV reservation and compute padding;
 newcomers wait for the next batch. Each slot reserves KV for the padded prompt plus
-`max_output_tokens`, as a server that allocates per-slot buffers up front does.
+`max_output_tokens`, as a server that allocates per-slot buffers up front does. A batch takes
+requests in the waiting queue's order (FCFS by default, policies/ordering.py).
 """
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
+from policies.ordering import FcfsQueue, WaitingQueue
 from sim.kv_cache import KVBlockPool
 from sim.request import Request, RequestStatus
 from sim.step_plan import StepOutcome, StepPlan, apply_tokens
@@ -26,12 +26,13 @@ class StaticBatching:
         max_batch_size: int,
         max_wait_s: float,
         max_output_tokens: int,
+        ordering: WaitingQueue | None = None,
     ) -> None:
         self.pool = pool
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_s
         self.max_output_tokens = max_output_tokens
-        self.waiting: deque[Request] = deque()
+        self.waiting: WaitingQueue = FcfsQueue() if ordering is None else ordering
         self.batch: list[Request] = []
         self.padded_prompt = 0
         self.prefilled = False
@@ -65,7 +66,7 @@ class StaticBatching:
                 f"{self.pool.num_blocks}", kind="kv_cache_too_small"
             )
             return False
-        self.waiting.append(request)
+        self.waiting.push(request)
         return True
 
     def schedule(self, now: float) -> StepPlan:
@@ -73,9 +74,10 @@ class StaticBatching:
             return self._decode_plan() if self.prefilled else self._prefill_plan()
         if not self.waiting:
             return StepPlan()
-        deadline = self.waiting[0].arrival_s + self.max_wait_s
-        if len(self.waiting) < self.max_batch_size and now < deadline:
-            return StepPlan(wake_at=deadline)
+        if len(self.waiting) < self.max_batch_size:
+            deadline = self.waiting.oldest_arrival_s() + self.max_wait_s
+            if now < deadline:
+                return StepPlan(wake_at=deadline)
         self._form_batch(now)
         return self._prefill_plan()
 
@@ -83,15 +85,16 @@ class StaticBatching:
         return self.pool.blocks_for(padded_prompt + self.max_output_tokens)
 
     def _form_batch(self, now: float) -> None:
-        """Take FCFS requests while every slot's reservation (at the new padding) still fits."""
+        """Take requests in queue order while every slot's reservation (at the new padding)
+        still fits."""
         padded = 0
         taken: list[Request] = []
         while self.waiting and len(taken) < self.max_batch_size:
-            candidate = max(padded, self.waiting[0].prompt_tokens)
+            candidate = max(padded, self.waiting.head().prompt_tokens)
             if (len(taken) + 1) * self._slot_blocks(candidate) > self.pool.num_free:
                 break
             padded = candidate
-            taken.append(self.waiting.popleft())
+            taken.append(self.waiting.pop_head())
         # add_request guarantees one slot fits an empty cache, and the cache is empty here.
         assert taken, "static batch could not take its first request"
         for request in taken:
@@ -132,9 +135,12 @@ class StaticBatching:
         return horizon if self.prefilled else 1
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
+        self.waiting.on_served(plan)
         outcome = apply_tokens(plan)
         for request in outcome.finished:
             request.status = RequestStatus.FINISHED
+        if outcome.finished:
+            self.waiting.on_finished(outcome.finished)
         self.prefilled = True
         if all(r.is_finished for r in self.batch):
             for request in self.batch:

@@ -57,6 +57,9 @@ class OpenLoopTraffic:
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
+    # Multi-tenant workloads: each request's tenant index and priority (None: all 0).
+    tenant: np.ndarray | None = None
+    priority: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,13 @@ class Replica:
         if accepted and not self._wake.triggered:
             self._wake.succeed()
         return accepted
+
+    def wake(self) -> None:
+        """Plan again now: something outside the policy changed what it may do (a KV transfer
+        freed its blocks or delivered a request). Mid-stretch this cuts the stretch exactly as
+        an arrival does."""
+        if not self._wake.triggered:
+            self._wake.succeed()
 
     def free_kv_blocks(self) -> int:
         """Free KV blocks now, as stepping one by one would have them mid-stretch."""
@@ -253,8 +263,9 @@ class Simulation:
         queued = sum(r.policy.num_running + r.policy.num_waiting for r in self.replicas)
         return queued + self.dispatch.held()
 
-    def _submit(self, prompt: int, output: int) -> Request:
-        request = Request(len(self.record.requests), self.env.now, prompt, output)
+    def _submit(self, prompt: int, output: int, tenant: int = 0, priority: int = 0) -> Request:
+        request = Request(len(self.record.requests), self.env.now, prompt, output,
+                          tenant=tenant, priority=priority)
         self.record.requests.append(request)
         if self.max_model_len is not None and prompt + output > self.max_model_len:
             request.replica = -1
@@ -289,13 +300,16 @@ class Simulation:
             event.succeed()
 
     def _open_loop(self, traffic: OpenLoopTraffic) -> Process:
-        for t, prompt, output in zip(
+        zeros = [0] * traffic.arrival_s.size
+        tenants = zeros if traffic.tenant is None else traffic.tenant.tolist()
+        priorities = zeros if traffic.priority is None else traffic.priority.tolist()
+        for t, prompt, output, tenant, priority in zip(
             traffic.arrival_s.tolist(), traffic.prompt_tokens.tolist(),
-            traffic.output_tokens.tolist(), strict=True,
+            traffic.output_tokens.tolist(), tenants, priorities, strict=True,
         ):
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
-            self._submit(prompt, output)
+            self._submit(prompt, output, tenant, priority)
 
     def _start_closed_loop(self, traffic: ClosedLoopTraffic) -> None:
         lengths = traffic.lengths()

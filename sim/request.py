@@ -38,6 +38,8 @@ class Request:
     reject_reason: str = ""  # human-readable, reported per request
     reject_kind: str = ""  # a stable label for counting rejections by reason
     replica: int = 0
+    tenant: int = 0  # index into workload.tenants (0 for a single-tenant workload)
+    priority: int = 0  # the tenant's priority: lower is served first by `priority`
 
     @property
     def num_tokens(self) -> int:

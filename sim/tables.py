@@ -30,6 +30,7 @@ def requests_table(requests: list[Request]) -> pd.DataFrame:
     return pd.DataFrame({
         "request_id": column("request_id", np.int64),
         "replica": column("replica", np.int32),
+        "tenant": column("tenant", np.int32),
         "arrival_s": arrival,
         "prompt_tokens": column("prompt_tokens", np.int64),
         "output_tokens": output,

@@ -58,7 +58,7 @@ def bin_timeseries(record: RunRecord, bin_s: float, end_s: float) -> pd.DataFram
     replicas = record.num_replicas
     num_bins = max(1, int(np.ceil(end_s / bin_s)))
     edges = np.arange(num_bins + 1, dtype=np.float64) * bin_s
-    kv_fraction = steps["kv_used_blocks"] / max(1, record.kv_blocks_per_replica)
+    kv_fraction = steps["kv_used_blocks"] / record.kv_capacity(replica)
     step_bin = np.minimum((ends // bin_s).astype(np.int64), num_bins - 1)
 
     def summed(values: np.ndarray) -> np.ndarray:

@@ -2,14 +2,13 @@
 
 A parser only decodes its format and validates rows (naming the line of any bad one); the
 format-independent work (sorting, rebasing time to 0) lives in ``traces.py``. Adding a
-format (Mooncake JSONL, a generic CSV with a column map) means one parser and one registry
+format means one parser (the newer ones live in ``workloads/formats/``) and one registry
 entry here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,18 +16,14 @@ import pandas as pd
 
 from workloads._csv_text import first_line_where, positive_int_column, read_csv_text
 from workloads.errors import WorkloadError
+from workloads.formats.azure2024 import parse_azure2024
+from workloads.formats.burstgpt import parse_burstgpt
+from workloads.formats.column_map import parse_csv, parse_parquet
+from workloads.formats.mooncake import parse_mooncake
+from workloads.raw_trace import RawTrace, TraceOptions
 
-
-@dataclass(frozen=True, slots=True, eq=False)
-class RawTrace:
-    """A trace's columns as the file gives them: absolute times, in file order."""
-
-    arrival_ns: np.ndarray  # int64 nanoseconds on the file's own clock
-    prompt_tokens: np.ndarray  # int64 >= 1
-    output_tokens: np.ndarray  # int64 >= 1
-
-
-TraceParser = Callable[[Path], RawTrace]
+# A parser takes the file and the format options (a format ignores those not its own).
+TraceParser = Callable[[Path, TraceOptions], RawTrace]
 
 AZURE2023_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 # Azure writes 7 fractional digits (100 ns ticks); %f in pandas accepts up to 9.
@@ -79,6 +74,16 @@ def _to_ns(text: pd.Series, time_format: str) -> np.ndarray:
     return parsed.to_numpy(dtype="datetime64[ns]", copy=True)
 
 
+def _azure2023(path: Path, options: TraceOptions) -> RawTrace:
+    del options  # nothing to choose for this format
+    return parse_azure2023(path)
+
+
 TRACE_PARSERS: dict[str, TraceParser] = {
-    "azure2023": parse_azure2023,
+    "azure2023": _azure2023,
+    "azure2024": parse_azure2024,
+    "mooncake": parse_mooncake,
+    "burstgpt": parse_burstgpt,
+    "csv": parse_csv,
+    "parquet": parse_parquet,
 }

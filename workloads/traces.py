@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from workloads.errors import WorkloadError
+from workloads.prefix_blocks import PrefixBlocks
+from workloads.raw_trace import TraceOptions
 from workloads.trace_formats import TRACE_PARSERS, RawTrace
 
 
@@ -29,6 +31,8 @@ class TraceRequests:
     prompt_tokens: np.ndarray  # int64 >= 1
     output_tokens: np.ndarray  # int64 >= 1
     source: str  # where it came from, for reports: the path or shipped name
+    prefix_blocks: PrefixBlocks | None = None  # prompt block ids per request (Mooncake)
+    notes: tuple[str, ...] = ()  # rows dropped and the like, for the summary and console
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
@@ -43,12 +47,27 @@ SHIPPED_TRACES: dict[str, str] = {
         "Azure LLM inference trace 2023, code-completion service: "
         "8,819 requests over ~3,436 s, very bursty (CC-BY-4.0)"
     ),
+    "mooncake-conversation": (
+        "Mooncake (Kimi) conversation trace, its first 300 s: 918 requests with prefix "
+        "block ids, format mooncake (Apache-2.0)"
+    ),
+    "sharegpt-lengths": (
+        "ShareGPT prompt/output lengths (Llama-2 tokenizer), first 5,000 rows, no timestamps: "
+        "for lengths: {kind: corpus} (Apache-2.0)"
+    ),
+    "servegen-rate": (
+        "Alibaba ServeGen total request rate per 600 s window, first 2 days: for "
+        "rate_curve arrivals (Apache-2.0)"
+    ),
 }
 
 # Package-relative file of each shipped trace; kept next to SHIPPED_TRACES so the two agree.
 _SHIPPED_FILES: dict[str, str] = {
     "azure2023-conv": "traces/azure2023/AzureLLMInferenceTrace_conv.csv",
     "azure2023-code": "traces/azure2023/AzureLLMInferenceTrace_code.csv",
+    "mooncake-conversation": "traces/mooncake/conversation_trace_first_300s.jsonl",
+    "sharegpt-lengths": "traces/lengths/sharegpt_lengths_first_5000.csv",
+    "servegen-rate": "traces/servegen/servegen_total_rate_per_600s_first_2days.csv",
 }
 
 
@@ -73,8 +92,11 @@ def resolve_trace_path(spec: str, base_dir: Path) -> Path:
     return resolved
 
 
-def load_trace(path: Path, format: str = "azure2023") -> TraceRequests:
+def load_trace(path: Path, format: str = "azure2023",
+               options: TraceOptions | None = None) -> TraceRequests:
     """Parse a trace file; rows are put in time order and times rebased to start at 0.
+
+    ``options`` carries what some formats need (a column map, what to do with failed rows).
 
     Out-of-order rows are sorted (stably, so ties keep file order) rather than rejected:
     merged logs are often slightly out of order and the order carries no other meaning.
@@ -83,7 +105,7 @@ def load_trace(path: Path, format: str = "azure2023") -> TraceRequests:
     if parser is None:
         known = ", ".join(sorted(TRACE_PARSERS))
         raise WorkloadError(f"{path}: unknown trace format {format!r} (known formats: {known})")
-    return _to_requests(parser(path), source=str(path))
+    return _to_requests(parser(path, options or TraceOptions()), source=str(path))
 
 
 def _to_requests(raw: RawTrace, source: str) -> TraceRequests:
@@ -97,6 +119,8 @@ def _to_requests(raw: RawTrace, source: str) -> TraceRequests:
         prompt_tokens=raw.prompt_tokens[order],
         output_tokens=raw.output_tokens[order],
         source=source,
+        prefix_blocks=None if raw.prefix_blocks is None else raw.prefix_blocks.take(order),
+        notes=raw.notes,
     )
 
 

@@ -40,13 +40,15 @@ def test_unknown_key(tmp_path: Path) -> None:
 
 def test_each_problem_gets_its_own_line(tmp_path: Path) -> None:
     exp = base_experiment()
-    exp["workload"]["arivals"] = exp["workload"].pop("arrivals")  # a typo is two problems
+    exp["workload"]["arivals"] = exp["workload"].pop("arrivals")  # a typo
+    exp["seed"] = -1  # and a bad value
     result = runner.invoke(app, ["run", str(_write(tmp_path, exp))])
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2
     assert all("exp.yaml" in line for line in lines)
     assert any("workload.arivals: unknown key" in line for line in lines)
+    assert any("seed: expected a value >= 0" in line for line in lines)
 
 
 def test_wrong_type(tmp_path: Path) -> None:

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from batchsim.config_loader import load_experiment
+from batchsim.executors import InProcess
 from batchsim.runner import run_experiment
+from batchsim.sweep import plan_sweep, run_sweep
+from batchsim.sweep_cli import sweep_axes
 
 REPO = Path(__file__).resolve().parents[2]
 YAML_BLOCK = re.compile(r"^```yaml\n(name:.*?)^```", re.MULTILINE | re.DOTALL)
@@ -30,6 +33,12 @@ def test_doc_example_runs(where: str, text: str, tmp_path: Path) -> None:
     path = tmp_path / "example.yaml"
     path.write_text(text, encoding="utf-8")
     exp, base_dir = load_experiment(path)
+    if exp.sweep is not None or exp.replications > 1:  # a sweep runs every point
+        plan = plan_sweep(path, [], sweep_axes(exp, []), exp.replications, tmp_path / "out")
+        rows = run_sweep(plan, InProcess())
+        assert len(rows) == len(plan.points) * len(exp.policies), where
+        assert all(row["metrics"]["completed"] > 0 for row in rows), where
+        return
     result = run_experiment(exp, base_dir)
     assert [arm.name for arm in result.arms] == [arm.name for arm in exp.policies]
     for arm in result.arms:

@@ -52,8 +52,8 @@ def _same_number(a: object, b: object, where: str) -> None:
         assert isinstance(b, dict) and a.keys() == b.keys(), where
         for key in a:
             _same_number(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, bool | int) or a is None:
-        assert a == b, where  # integers and flags must be identical
+    elif isinstance(a, bool | int | str) or a is None:
+        assert a == b, where  # integers, flags and labels must be identical
     else:
         assert isinstance(a, float) and isinstance(b, float), where
         assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), (where, a, b)
@@ -98,6 +98,104 @@ def test_fast_path_matches_stepping_one_by_one(tmp_path: Path, arm, arrival, blo
         },
         policies=[arm],
         output={"timeseries_bin_s": 0.5},
+    )
+    fast = run_dict(tmp_path, exp, "engine.fast_path=true")
+    slow = run_dict(tmp_path, exp, "engine.fast_path=false")
+    _assert_equivalent(fast, slow)
+
+
+ordered_arms = st.sampled_from([
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 16,
+     "ordering": {"kind": "shortest_prompt_first"}},
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 8, "preemption": "swap",
+     "ordering": {"kind": "priority", "aging_s": 0.5}},
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 64, "admission": {"max_queue": 6},
+     "ordering": {"kind": "priority"}},
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 32,
+     "admission_reserve": {"assumed_max_new_tokens": 256, "decay_steps": 50},
+     "ordering": {"kind": "fair_share", "output_token_weight": 1.0}},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 16,
+     "ordering": {"kind": "fair_share"}},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 8,
+     "long_prefill_token_threshold": 128, "preemption": "swap",
+     "ordering": {"kind": "shortest_prompt_first", "aging_tokens_per_s": 2000}},
+    {"name": "arm", "kind": "static", "max_batch_size": 8, "max_output_tokens": 400,
+     "ordering": {"kind": "fair_share"}},
+    {"name": "arm", "kind": "static", "max_batch_size": 16, "max_wait_s": 0.2,
+     "max_output_tokens": 400, "ordering": {"kind": "priority", "aging_s": 0.2}},
+])
+tenant_arrivals = st.one_of(
+    st.builds(lambda r: {"kind": "poisson", "rate": r}, st.floats(0.5, 40.0)),
+    st.builds(lambda r, cv: {"kind": "gamma", "rate": r, "cv": cv},
+              st.floats(0.5, 40.0), st.floats(0.3, 4.0)),
+)
+tenants = st.lists(
+    st.builds(lambda arrivals, prompt, output, priority: {
+        "arrivals": arrivals, "priority": priority,
+        "prompt_tokens": {"kind": "lognormal", "mean": prompt, "cv": 1.0},
+        "output_tokens": {"kind": "geometric", "mean": output}},
+        tenant_arrivals, st.integers(8, 600), st.integers(2, 300), st.integers(0, 3)),
+    min_size=2, max_size=3)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arm=ordered_arms, tenant_list=tenants, blocks=st.sampled_from([None, 120, 400, 2000]),
+       replicas=st.integers(1, 3), seed=st.integers(0, 1000),
+       router=st.sampled_from(["round_robin", "least_outstanding", "least_kv"]))
+def test_fast_path_matches_stepping_one_by_one_under_every_ordering(
+        tmp_path: Path, arm, tenant_list, blocks, replicas, seed, router):
+    """Orderings and tenants: aging keys are fixed at push, fair-share counters are functions
+    of integer token totals, and fair share steps one by one while two tenants wait."""
+    named = [{"name": f"t{i}", **tenant} for i, tenant in enumerate(tenant_list)]
+    exp = base_experiment(
+        seed=seed, max_model_len=2048, replicas=replicas, router=router,
+        kv_cache={"num_blocks": blocks},
+        workload={"tenants": named, "num_requests": 60},
+        policies=[arm], output={"timeseries_bin_s": 0.5},
+    )
+    fast = run_dict(tmp_path, exp, "engine.fast_path=true")
+    slow = run_dict(tmp_path, exp, "engine.fast_path=false")
+    _assert_equivalent(fast, slow)
+
+
+disaggregated_arms = st.builds(
+    lambda pools, prefill, decode, link: {"name": "arm", "kind": "disaggregated",
+                                          "prefill_replicas": pools[0],
+                                          "decode_replicas": pools[1], **prefill, **decode,
+                                          "kv_link": link},
+    st.sampled_from([(1, 1), (1, 2), (2, 1), (2, 3)]),
+    st.sampled_from([{}, {"prefill_token_budget": 2048, "prefill_max_num_seqs": 4},
+                     {"prefill_chunked": True, "prefill_token_budget": 256}]),
+    st.sampled_from([{}, {"decode_max_num_seqs": 4},
+                     {"decode_max_num_seqs": 8, "decode_preemption": "swap"}]),
+    st.builds(lambda bandwidth, latency, layerwise: {
+        "bandwidth_gb_s": bandwidth, "latency_us": latency, "layerwise": layerwise},
+        st.sampled_from([None, 0.05, 5.0, 50.0]), st.sampled_from([0.0, 10.0, 5000.0]),
+        st.booleans()),
+)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arm=disaggregated_arms, arrival=arrivals, blocks=st.sampled_from([None, 120, 400]),
+       prompt_mean=st.integers(8, 600), output_mean=st.integers(2, 300),
+       seed=st.integers(0, 1000),
+       router=st.sampled_from(["round_robin", "least_kv", "shared_queue"]))
+def test_fast_path_matches_stepping_one_by_one_when_disaggregated(
+        tmp_path: Path, arm, arrival, blocks, prompt_mean, output_mean, seed, router):
+    """Transfers that arrive, blocks reserved for them and prefill blocks released all cut a
+    decode replica's stretch exactly as an arrival does; small caches make decode admission
+    wait, slow links (0.05 GB/s) make transfers share the link."""
+    exp = base_experiment(
+        seed=seed, max_model_len=2048, router=router, kv_cache={"num_blocks": blocks},
+        workload={
+            "arrivals": arrival,
+            "prompt_tokens": {"kind": "lognormal", "mean": prompt_mean, "cv": 1.0},
+            "output_tokens": {"kind": "geometric", "mean": output_mean},
+            "num_requests": 60,
+        },
+        policies=[arm], output={"timeseries_bin_s": 0.5},
     )
     fast = run_dict(tmp_path, exp, "engine.fast_path=true")
     slow = run_dict(tmp_path, exp, "engine.fast_path=false")

@@ -1,0 +1,41 @@
+"""Confidence intervals over replications: the t-table and the interval's coverage."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from batchsim.confidence import aggregate, t_critical, t_interval
+
+
+def test_t_critical_matches_the_table_and_falls_towards_the_normal() -> None:
+    assert t_critical(1) == 12.706
+    assert t_critical(4) == 2.776
+    values = [t_critical(df) for df in range(1, 500)]
+    assert all(a >= b for a, b in itertools.pairwise(values))
+    assert 1.960 < t_critical(499) < 1.980
+    assert 2.021 < t_critical(35) < 2.042  # interpolated between 30 and 40
+
+
+def test_t_interval_covers_the_true_mean_95_percent_of_the_time() -> None:
+    rng = np.random.default_rng(7)
+    trials, covered = 4000, 0
+    for _ in range(trials):
+        samples = rng.normal(10.0, 3.0, size=5).tolist()
+        _, low, high = t_interval(samples)
+        covered += low <= 10.0 <= high
+    # Binomial standard error at p = 0.95 over 4000 trials is 0.0034: allow 3 of them.
+    assert covered / trials == pytest.approx(0.95, abs=0.011)
+
+
+def test_one_replication_has_a_zero_width_interval() -> None:
+    assert t_interval([4.0]) == (4.0, 4.0, 4.0)
+
+
+def test_aggregate_keeps_the_shape_and_marks_missing_numbers() -> None:
+    runs = [{"a": 1.0, "d": {"p99": 2.0}, "label": "x", "m": None},
+            {"a": 3.0, "d": {"p99": 4.0}, "label": "x", "m": 1.0}]
+    means, intervals = aggregate(runs)
+    assert means == {"a": 2.0, "d": {"p99": 3.0}, "label": "x", "m": None}
+    low, high = intervals["a"]
+    assert low < 2.0 < high and high - 2.0 == pytest.approx(12.706 * 1.0)

@@ -1,0 +1,116 @@
+"""Sweeps end to end: rows per point and arm, resumption, replications, executors agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from batchsim.cli import app
+from batchsim.executors import InProcess, LocalProcesses
+from batchsim.sweep import plan_sweep, replication_seeds, run_sweep
+from batchsim.sweep_points import SweepAxis
+
+EXPERIMENT = {
+    "name": "tiny-sweep", "seed": 3, "model": "llama-3.1-8b", "hardware": "h100-sxm",
+    "max_model_len": 2048,
+    "workload": {"arrivals": {"kind": "poisson", "rate": 4.0},
+                 "prompt_tokens": {"kind": "uniform", "low": 32, "high": 256},
+                 "output_tokens": {"kind": "uniform", "low": 8, "high": 64},
+                 "num_requests": 60},
+    "policies": [{"name": "vllm", "kind": "continuous"},
+                 {"name": "static", "kind": "static", "max_batch_size": 8}],
+}
+
+
+@pytest.fixture
+def experiment(tmp_path: Path) -> Path:
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(EXPERIMENT), encoding="utf-8")
+    return path
+
+
+def _plan(experiment: Path, out: Path, replications: int = 1):
+    axes = [SweepAxis("workload.arrivals.rate", (2.0, 16.0))]
+    return plan_sweep(experiment, [f"replications={replications}"], axes, replications, out)
+
+
+def test_one_row_per_point_and_arm_with_the_point_values(experiment: Path,
+                                                         tmp_path: Path) -> None:
+    rows = run_sweep(_plan(experiment, tmp_path / "out"), InProcess())
+    assert [(r["point"]["workload.arrivals.rate"], r["arm"]) for r in rows] == [
+        (2.0, "vllm"), (2.0, "static"), (16.0, "vllm"), (16.0, "static")]
+    low, high = (rows[i]["metrics"]["request_throughput_rps"] for i in (0, 2))
+    assert high > 2 * low  # the swept rate reached the runs
+    assert all(r["ci95"] is None for r in rows)
+
+
+def test_completed_points_are_not_run_again(experiment: Path, tmp_path: Path) -> None:
+    plan = _plan(experiment, tmp_path / "out")
+    first = run_sweep(plan, InProcess())
+    skipped: list[bool] = []
+    again = run_sweep(plan, InProcess(), on_done=lambda task, outcome: skipped.append(
+        outcome.skipped))
+    assert skipped == [True, True] and again == first
+    # A point whose results no longer match its configuration runs again.
+    summary = Path(plan.tasks[1].out_dir) / "summary.json"
+    document = json.loads(summary.read_text())
+    document["config"]["seed"] = 99
+    summary.write_text(json.dumps(document))
+    skipped.clear()
+    assert run_sweep(plan, InProcess(), on_done=lambda task, outcome: skipped.append(
+        outcome.skipped)) == first
+    assert skipped == [True, False]
+
+
+def test_replications_use_independent_seeds_and_give_intervals(experiment: Path,
+                                                               tmp_path: Path) -> None:
+    seeds = replication_seeds(3, 3)
+    assert len(set(seeds)) == 3 and seeds == replication_seeds(3, 3)
+    rows = run_sweep(_plan(experiment, tmp_path / "out", replications=3), InProcess())
+    row = rows[0]
+    assert row["replications"] == 3 and row["seeds"] == seeds
+    low, high = row["ci95"]["ttft_s"]["p99"]
+    assert low < row["metrics"]["ttft_s"]["p99"] < high
+
+
+def test_worker_processes_give_the_same_rows(experiment: Path, tmp_path: Path) -> None:
+    serial = run_sweep(_plan(experiment, tmp_path / "a"), InProcess())
+    parallel = run_sweep(_plan(experiment, tmp_path / "b"), LocalProcesses(2))
+    assert parallel == serial
+
+
+def test_cli_sweep_writes_summary_and_flat_table(experiment: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cli"
+    result = CliRunner().invoke(app, ["sweep", str(experiment), "--param",
+                                      "workload.arrivals.rate=2,16", "--replications", "2",
+                                      "--jobs", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "summary.json").read_text())
+    assert document["sweep"]["points"] == 2 and document["sweep"]["replications"] == 2
+    table = pd.read_parquet(out / "sweep.parquet")
+    assert len(table) == 4
+    assert {"point.workload.arrivals.rate", "ttft_s.p99", "ttft_s.p99.ci95_low"} <= set(table)
+
+
+def test_cli_rejects_a_bad_swept_value_before_running(experiment: Path,
+                                                      tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["sweep", str(experiment), "--param",
+                                      "workload.arrivals.rate=2,-1", "--out",
+                                      str(tmp_path / "bad")])
+    assert result.exit_code == 2
+    assert "workload.arrivals.rate" in result.output
+    assert not (tmp_path / "bad").exists()
+
+
+def test_ray_executor_gives_the_same_rows(experiment: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from batchsim.executors import RayCluster
+
+    serial = run_sweep(_plan(experiment, tmp_path / "a"), InProcess())
+    on_ray = run_sweep(_plan(experiment, tmp_path / "b"), RayCluster(address=None))
+    assert on_ray == serial
