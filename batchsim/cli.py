@@ -100,7 +100,8 @@ def _write_report(results_dir: Path, console: Console) -> None:
 
 @app.command()
 def report(
-    results_dir: Annotated[Path, typer.Argument(help="A folder written by `batchsim run`.")],
+    results_dir: Annotated[Path, typer.Argument(
+        help="A folder written by `batchsim run` or `batchsim sweep`.")],
 ) -> None:
     """Rebuild RESULTS_DIR/report.html and its plots from the files there, without simulating."""
     _write_report(results_dir, Console())

@@ -62,11 +62,14 @@ def aggregate(replications: list[Any]) -> tuple[Any, Any]:
     in any replication stays None; anything else (labels, lists) is taken from the first.
     """
     first = replications[0]
-    if isinstance(first, dict):
+    mappings = [r for r in replications if isinstance(r, dict)]
+    if mappings:
+        # A mapping can be absent from some replications (e.g. a prompt-length bucket that no
+        # request of that seed fell into): its numbers are then missing there. Keys are the
+        # union over replications, in order of first appearance.
+        keys = dict.fromkeys(key for mapping in mappings for key in mapping)
         means, intervals = {}, {}
-        for key in first:
-            # A mapping can be absent from one replication (e.g. a prompt-length bucket that
-            # no request of that seed fell into): its numbers are then missing there.
+        for key in keys:
             means[key], intervals[key] = aggregate(
                 [r.get(key) if isinstance(r, dict) else None for r in replications])
         return means, intervals

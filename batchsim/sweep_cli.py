@@ -51,3 +51,7 @@ def run_sweep_command(file: Path, overrides: list[str], params: list[str], out: 
     print_sweep_table(rows, console)
     for path in write_sweep_summary(out_dir, exp, plan, rows):
         console.print(f"wrote {path}", highlight=False)
+    from batchsim.report.build import PLOTS_DIR, write_report  # matplotlib only when drawing
+
+    report = write_report(out_dir)
+    console.print(f"wrote {report} (and its PNGs in {out_dir / PLOTS_DIR})", highlight=False)

@@ -25,7 +25,7 @@ from batchsim.report.results import SUMMARY_FILE, ReportError
 KNEE_SHARE = 0.95
 KNEE_METRIC = ("output_throughput_tps",)
 
-Path_ = tuple[str, ...]
+MetricPath = tuple[str, ...]
 
 
 def is_sweep(summary: dict[str, Any]) -> bool:
@@ -39,7 +39,7 @@ def number(value: object) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def lookup(node: object, path: Path_) -> object:
+def lookup(node: object, path: MetricPath) -> object:
     for key in path:
         node = node.get(key) if isinstance(node, dict) else None
     return node
@@ -60,10 +60,10 @@ class SweepRow:
     ci95: dict[str, Any] | None  # None: one replication
     folder: str | None
 
-    def mean(self, path: Path_) -> float | None:
+    def mean(self, path: MetricPath) -> float | None:
         return number(lookup(self.metrics, path))
 
-    def interval(self, path: Path_) -> tuple[float, float] | None:
+    def interval(self, path: MetricPath) -> tuple[float, float] | None:
         bounds = lookup(self.ci95, path)
         if not isinstance(bounds, list) or len(bounds) != 2:
             return None
@@ -108,10 +108,12 @@ class SweepResults:
         value = slo.get(column.removesuffix("_s") + "_p99_s") if isinstance(slo, dict) else None
         return number(value)
 
+    def x_of(self, row: SweepRow) -> Any:
+        return hashable(row.point.get(self.x_parameter or ""))
+
     def x_values(self) -> list[Any]:
         """The first parameter's values, in sweep order (sorted when all are numbers)."""
-        key = self.x_parameter
-        values = list(dict.fromkeys(_hashable(row.point.get(key)) for row in self.rows))
+        values = list(dict.fromkeys(self.x_of(row) for row in self.rows))
         if values and all(number(v) is not None for v in values):
             values.sort(key=lambda v: float(v))
         return values
@@ -125,7 +127,7 @@ class SweepResults:
         seen: dict[tuple[Any, ...], dict[str, Any]] = {}
         for row in self.rows:
             rest = {key: row.point.get(key) for key in self.parameters[1:]}
-            seen.setdefault(tuple(_hashable(v) for v in rest.values()), rest)
+            seen.setdefault(tuple(hashable(v) for v in rest.values()), rest)
         return list(seen.values())
 
     def series(self, group: dict[str, Any]) -> list[Series]:
@@ -135,7 +137,7 @@ class SweepResults:
         for index, arm in enumerate(self.arms):
             rows = [row for row in self.rows if row.arm == arm
                     and all(row.point.get(k) == v for k, v in group.items())]
-            rows.sort(key=lambda row: order[_hashable(row.point.get(self.x_parameter))])
+            rows.sort(key=lambda row: order[self.x_of(row)])
             if rows:
                 curves.append(Series(index, arm, rows))
         return curves
@@ -161,7 +163,8 @@ class SweepResults:
         return None if first is present[-1][0] else first
 
 
-def _hashable(value: Any) -> Any:
+def hashable(value: Any) -> Any:
+    """A point value usable as a dict key (lists and mappings as their JSON)."""
     return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
 
 
@@ -206,3 +209,22 @@ def first_point_deployment(results: SweepResults) -> dict[str, Any]:
         if isinstance(deployment, dict):
             return deployment
     return {}
+
+
+# Units of the swept keys people sweep most, by the key's last part, for axis labels.
+_UNITS = {
+    "rate": "requests/s", "concurrency": "closed-loop users", "num_requests": "requests",
+    "num_blocks": "KV blocks", "max_num_seqs": "sequences", "max_num_batched_tokens": "tokens",
+    "token_budget": "tokens", "replicas": "replicas", "tensor_parallel": "GPUs",
+    "max_batch_size": "sequences", "max_queue": "requests", "cv": "coefficient of variation",
+}
+
+
+def parameter_label(key: str) -> str:
+    """An axis label for a swept key: the key as in the file, and its unit when known."""
+    unit = _UNITS.get(key.rsplit(".", 1)[-1])
+    return f"{key} ({unit})" if unit else key
+
+
+def short_name(key: str) -> str:
+    return key.rsplit(".", 1)[-1]

@@ -39,3 +39,10 @@ def test_aggregate_keeps_the_shape_and_marks_missing_numbers() -> None:
     assert means == {"a": 2.0, "d": {"p99": 3.0}, "label": "x", "m": None}
     low, high = intervals["a"]
     assert low < 2.0 < high and high - 2.0 == pytest.approx(12.706 * 1.0)
+
+
+def test_aggregate_takes_the_union_of_keys_and_marks_absent_ones_missing() -> None:
+    means, _ = aggregate([{"b": {"x": 1.0}}, {"a": {"x": 2.0}, "b": {"x": 3.0}}, None])
+    assert means == {"b": {"x": None}, "a": {"x": None}}
+    means, intervals = aggregate([{"b": {"x": 1.0}}, {"b": {"x": 3.0}}])
+    assert means == {"b": {"x": 2.0}} and intervals["b"]["x"][0] < 2.0
