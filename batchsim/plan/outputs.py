@@ -1,4 +1,5 @@
-"""What a plan writes: plan.json (everything), plan.md (the tables) and pareto.png."""
+"""What a plan writes: plan.json (everything), plan.md (the tables), pareto.png, and
+report.html (the tables and the front in one page)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from batchsim.plan.pareto import pareto_front, pareto_points
 from batchsim.plan.planner import PlanResult
 from batchsim.plan.records import all_evaluations
+from batchsim.plan.report_page import write_plan_report
 from batchsim.plan.tables import TextTable, all_tables
 
 PLAN_JSON, PLAN_MD, PARETO_PNG = "plan.json", "plan.md", "pareto.png"
@@ -52,4 +54,4 @@ def write_plan(out_dir: Path, result: PlanResult, document: dict[str, Any]) -> l
     for variant_plan in result.variants:
         arms += [a.name for a in variant_plan.variant.exp.policies if a.name not in arms]
     png = draw_pareto(panels, arms, out_dir / PARETO_PNG)
-    return [plan_json, plan_md, png]
+    return [plan_json, plan_md, png, write_plan_report(out_dir, document, png)]

@@ -42,8 +42,11 @@ def test_plan_writes_its_answer_tables_and_front_deterministically(tmp_path: Pat
     assert [s["load"] for s in steps][:2] == [2.0, 34.0] and all("metrics" in s for s in steps)
     markdown = (tmp_path / "a" / "plan.md").read_text()
     assert "![Pareto front](pareto.png)" in markdown and "| vllm h100-sxm tp1 x1 |" in markdown
+    page = (tmp_path / "a" / "report.html").read_text()
+    assert page.count("<img src=\"data:image/png;base64,") == 1  # the front, embedded
+    assert "vllm h100-sxm tp1 x1" in page and "Pareto front" in page
     _plan(file, tmp_path / "b")
-    for name in ("plan.json", "plan.md", "pareto.png"):
+    for name in ("plan.json", "plan.md", "pareto.png", "report.html"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     again = _plan(file, tmp_path / "a")  # every run is on disk: nothing runs again
     runs = sum(len(v["max_rate"][0]["steps"]) + len(v["max_rate"][1]["steps"])
