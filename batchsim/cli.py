@@ -68,7 +68,7 @@ def run(
     with _user_errors(file):
         exp, base_dir = load_experiment(file, set_ or ())
     if exp.sweep is not None or exp.replications > 1:
-        _sweep(file, set_ or [], [], out, jobs=os.cpu_count() or 1, executor="local",
+        _sweep(file, set_ or [], [], out, jobs=DEFAULT_JOBS, executor="local",
                address=None)
         return
     with _user_errors(file):
@@ -107,6 +107,14 @@ def report(
     _write_report(results_dir, Console())
 
 
+# Options shared by the commands that run many simulations (sweep, plan).
+DEFAULT_JOBS = os.cpu_count() or 1
+JobsOpt = Annotated[int, typer.Option(help="Worker processes (local executor).")]
+ExecutorOpt = Annotated[str, typer.Option(help="local | ray")]
+AddressOpt = Annotated[str | None, typer.Option(
+    help="Ray cluster address (default: start a local Ray).")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder.")]
+
 ParamOpt = Annotated[
     list[str] | None,
     typer.Option("--param", help="A swept key: dotted.key=v1,v2,... (repeat to form a grid)."),
@@ -119,12 +127,10 @@ def sweep(
     param: ParamOpt = None,
     replications: Annotated[int | None, typer.Option(
         help="Runs per point with independent seeds (default: the file's).")] = None,
-    jobs: Annotated[int, typer.Option(help="Worker processes (local executor).")] = (
-        os.cpu_count() or 1),
-    executor: Annotated[str, typer.Option(help="local | ray")] = "local",
-    address: Annotated[str | None, typer.Option(
-        help="Ray cluster address (default: start a local Ray).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Output folder.")] = None,
+    jobs: JobsOpt = DEFAULT_JOBS,
+    executor: ExecutorOpt = "local",
+    address: AddressOpt = None,
+    out: OutOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Run FILE at every point of a sweep (--param, or the file's `sweep:`), resumably."""
@@ -146,12 +152,10 @@ def _sweep(file: Path, overrides: list[str], params: list[str], out: Path | None
 @app.command()
 def plan(
     file: FileArg,
-    jobs: Annotated[int, typer.Option(help="Worker processes (local executor).")] = (
-        os.cpu_count() or 1),
-    executor: Annotated[str, typer.Option(help="local | ray")] = "local",
-    address: Annotated[str | None, typer.Option(
-        help="Ray cluster address (default: start a local Ray).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Output folder.")] = None,
+    jobs: JobsOpt = DEFAULT_JOBS,
+    executor: ExecutorOpt = "local",
+    address: AddressOpt = None,
+    out: OutOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Answer FILE's `plan:` (max rate under the SLO, cheapest configuration, what-ifs)."""
