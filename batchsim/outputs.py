@@ -11,6 +11,7 @@ import math
 import platform
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -30,14 +31,14 @@ def versions() -> dict[str, str]:
     return found
 
 
-def _json_safe(value: object) -> object:
+def json_safe(value: Any) -> Any:
     """NaN/inf become null: JSON has no such numbers and a missing value is what they mean."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -86,6 +87,6 @@ def write_results(result: ExperimentResult, out_dir: Path) -> list[Path]:
     summary = out_dir / "summary.json"
     _stack([(a.name, a.requests) for a in result.arms]).to_parquet(requests, index=False)
     _stack([(a.name, a.timeseries) for a in result.arms]).to_parquet(timeseries, index=False)
-    text = json.dumps(_json_safe(summary_document(result)), indent=2, allow_nan=False)
+    text = json.dumps(json_safe(summary_document(result)), indent=2, allow_nan=False)
     summary.write_text(text + "\n", encoding="utf-8")
     return [requests, timeseries, summary]

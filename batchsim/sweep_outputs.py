@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from batchsim.config import Experiment
-from batchsim.outputs import versions
+from batchsim.outputs import json_safe, versions
 from batchsim.sweep import SweepPlan
 
 # (column label, metric path, scale, format) for the console table.
@@ -22,16 +22,6 @@ _COLUMNS = (
     ("goodput req/s", ("goodput_rps",), 1.0, ",.2f"),
     ("preempt/1k", ("preemptions_per_1000_requests",), 1.0, ",.1f"),
 )
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and value != value:  # NaN has no JSON spelling
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 def write_sweep_summary(out_dir: Path, exp: Experiment, plan: SweepPlan,
@@ -47,7 +37,7 @@ def write_sweep_summary(out_dir: Path, exp: Experiment, plan: SweepPlan,
                   "replications": len(plan.seeds), "seeds": plan.seeds},
         "rows": rows,
     }
-    summary.write_text(json.dumps(_json_safe(document), indent=2, allow_nan=False) + "\n",
+    summary.write_text(json.dumps(json_safe(document), indent=2, allow_nan=False) + "\n",
                        encoding="utf-8")
     table = out_dir / "sweep.parquet"
     pd.DataFrame([_flat_row(row) for row in rows]).to_parquet(table, index=False)

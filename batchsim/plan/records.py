@@ -6,9 +6,9 @@ the same document.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from batchsim.outputs import json_safe
 from batchsim.plan.candidates import rank, served_tokens
 from batchsim.plan.cost import cost_per_hour, usd_per_million_tokens
 from batchsim.plan.evaluate import MEETS, Evaluation
@@ -16,17 +16,6 @@ from batchsim.plan.max_rate import MaxRateSearch
 from batchsim.plan.pareto import pareto_front, pareto_points
 from batchsim.plan.planner import PlanResult, VariantPlan
 from batchsim.plan.runs import TtftTrend
-
-
-def json_safe(value: Any) -> Any:
-    """inf and NaN become null (JSON has no such numbers; the reasons say what they meant)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def evaluation_record(evaluation: Evaluation, prices: dict[str, float]) -> dict[str, Any]:
