@@ -393,9 +393,31 @@ class ClosedLoopArrivals(ConfigModel):
     """Pause in seconds between a user's response and its next request."""
 
 
+class SessionArrivals(ConfigModel):
+    """Multi-turn sessions (chat): sessions start as a Poisson process; each sends its turns
+    one at a time, the next `think_time_s` after the previous answer ended (a closed loop per
+    session). Turn k's prompt is the system prompt plus every earlier user message
+    (`prompt_tokens`) and answer (`output_tokens`) plus its own user message, with prefix
+    block ids that chain from turn to turn, for `kv_cache.prefix_caching`. A session stops
+    before a turn that would exceed `max_model_len`."""
+
+    kind: Literal["sessions"] = "sessions"
+    """Selects this arrival process."""
+    num_sessions: AtLeastOne
+    """Number of sessions."""
+    session_rate: Positive
+    """New sessions per second."""
+    turns: LengthConfig
+    """Turns per session, as a length distribution (e.g. `{kind: geometric, mean: 4}`)."""
+    think_time_s: NonNegative = 0.0
+    """Pause in seconds between an answer and the session's next turn."""
+    system_prompt_tokens: int = Field(default=0, ge=0)
+    """Tokens of a system prompt that starts every session's every prompt (shared blocks)."""
+
+
 ArrivalsConfig = Annotated[
     PoissonArrivals | GammaArrivals | ConstantArrivals | TraceArrivals | ClosedLoopArrivals
-    | WeibullArrivals | RateCurveArrivals | DiurnalArrivals,
+    | WeibullArrivals | RateCurveArrivals | DiurnalArrivals | SessionArrivals,
     Field(discriminator="kind"),
 ]
 
@@ -668,6 +690,9 @@ class ContinuousArm(ConfigModel):
     admission_reserve: AdmissionReserveConfig | None = None
     """Conservative (SGLang-style) admission into the batch; null admits a request whenever
     its tokens fit and preempts when the cache runs out (vLLM's admit-then-preempt)."""
+    prefix_caching: bool | None = None
+    """Prefix caching for this arm; null follows `kv_cache.prefix_caching` (so one experiment
+    can compare an arm with and without it on the same traffic)."""
     ordering: OrderingConfig = Field(default_factory=FcfsOrdering)
     """The order in which waiting requests are considered: `fcfs`, `priority`,
     `shortest_prompt_first` or `fair_share` (docs/how-to/fairness.md). Admission stops at the
@@ -703,6 +728,9 @@ class ChunkedPrefillArm(ConfigModel):
     admission_reserve: AdmissionReserveConfig | None = None
     """Conservative (SGLang-style) admission into the batch; null admits a request whenever
     its tokens fit and preempts when the cache runs out (vLLM's admit-then-preempt)."""
+    prefix_caching: bool | None = None
+    """Prefix caching for this arm; null follows `kv_cache.prefix_caching` (so one experiment
+    can compare an arm with and without it on the same traffic)."""
     ordering: OrderingConfig = Field(default_factory=FcfsOrdering)
     """The order in which waiting requests are considered: `fcfs`, `priority`,
     `shortest_prompt_first` or `fair_share` (docs/how-to/fairness.md). Admission stops at the
@@ -815,6 +843,11 @@ class KVCacheConfig(ConfigModel):
     and tests). Null computes it."""
     swap_space_gb: NonNegative = 4.0
     """Host memory per GPU, in GB, for swap preemption."""
+    prefix_caching: bool = False
+    """Keep full prompt blocks cached after their request leaves (reference counts, LRU
+    eviction, vLLM v1's design) so that a request whose leading blocks are cached skips their
+    prefill. Needs prefix block ids: a Mooncake trace or `sessions` arrivals. Applies to
+    `continuous` and `chunked_prefill` arms."""
 
 
 class OutputConfig(ConfigModel):
@@ -983,12 +1016,13 @@ class Experiment(ConfigModel):
     replicas: AtLeastOne = 1
     """Model replicas, each on `tensor_parallel` GPUs (a `disaggregated` arm sizes its own
     pools instead)."""
-    router: Literal["round_robin", "least_outstanding", "least_kv", "shared_queue"] = (
-        "round_robin")
+    router: Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity",
+                    "shared_queue"] = "round_robin"
     """How arrivals reach replicas: assigned on arrival in turn, to the fewest queued +
-    running, or to the most free KV blocks (ties to the lowest replica index); or
-    `shared_queue`: one FCFS queue from which the first replica with room takes the next
-    request."""
+    running, to the most free KV blocks, or (`prefix_affinity`, with prefix caching) to the
+    longest cached prefix of the prompt, then the fewest queued + running (ties to the lowest
+    replica index); or `shared_queue`: one FCFS queue from which the first replica with room
+    takes the next request."""
     workload: WorkloadConfig
     """The request stream."""
     warmup_s: NonNegative = 0.0

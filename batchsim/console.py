@@ -80,6 +80,16 @@ def _transfer_rows(m: dict[str, object], colocated_gpus: int) -> list[tuple[str,
     ]
 
 
+def _prefix_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """Prefix-cache hit rates; "-" for an arm without prefix caching."""
+    cache = m.get("prefix_cache")
+    if not isinstance(cache, dict):
+        return [("prefix hit tokens / blocks", "-")]
+    rates = [cache["hit_rate_tokens"], cache["hit_rate_blocks"]]
+    text = [f"{r:.1%}" if isinstance(r, float) else "-" for r in rates]
+    return [("prefix hit tokens / blocks", " / ".join(text))]
+
+
 def comparison_table(result: ExperimentResult) -> Table:
     """Metrics down the side, one column per arm (fits a narrow terminal)."""
     table = Table(title=result.experiment.name, caption=result.deployment.memory.describe())
@@ -89,8 +99,9 @@ def comparison_table(result: ExperimentResult) -> Table:
     transfers = any("kv_transfer_s" in arm.metrics for arm in result.arms)
     exp = result.experiment
     gpus = exp.replicas * exp.tensor_parallel  # a colocated arm's
+    caching = any("prefix_cache" in arm.metrics for arm in result.arms)
     per_arm = [_rows(arm.metrics) + (_transfer_rows(arm.metrics, gpus) if transfers else [])
-               for arm in result.arms]
+               + (_prefix_rows(arm.metrics) if caching else []) for arm in result.arms]
     for i, (label, _) in enumerate(per_arm[0] if per_arm else []):
         table.add_row(label, *(rows[i][1] for rows in per_arm))
     return table

@@ -77,9 +77,19 @@ def build_ordering(config: OrderingConfig) -> WaitingQueue:
     return FcfsQueue()
 
 
+def arm_prefix_caching(arm: Arm, experiment_default: bool) -> bool:
+    """Whether the arm caches prefixes: its own setting, else the experiment's. Static
+    batching keeps its own batch accounting, so only the iteration-level policies cache."""
+    if not isinstance(arm, ContinuousArm | ChunkedPrefillArm):
+        return False
+    return experiment_default if arm.prefix_caching is None else arm.prefix_caching
+
+
 def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
-                 swap_blocks: int, max_model_len: int) -> BatchingPolicy:
-    pool = KVBlockPool(num_blocks, block_size)
+                 swap_blocks: int, max_model_len: int,
+                 prefix_caching: bool = False) -> BatchingPolicy:
+    pool = KVBlockPool(num_blocks, block_size,
+                       prefix_caching=arm_prefix_caching(arm, prefix_caching))
     if isinstance(arm, StaticArm):
         return StaticBatching(pool=pool, max_batch_size=arm.max_batch_size,
                               max_wait_s=arm.max_wait_s, max_output_tokens=arm.max_output_tokens,

@@ -13,15 +13,16 @@ import pandas as pd
 from batchsim.config import DisaggregatedArm, Experiment
 from batchsim.disaggregation import build_disaggregated
 from batchsim.fairness import arm_fairness
-from batchsim.policy_factory import build_policy
+from batchsim.policy_factory import arm_prefix_caching, build_policy
 from batchsim.traffic import BuiltTraffic, build_traffic
 from sim.cost_model import RooflineCostModel
 from sim.engine import Simulation
 from sim.fairness_metrics import add_slowdown
 from sim.hardware import GpuProfile, HardwareError, load_gpu_profile
 from sim.memory import MemoryPlan, ModelDoesNotFitError, plan_memory
-from sim.metrics import SLOTargets, summarize
+from sim.metrics import SLOTargets, measured_mask, summarize
 from sim.model_spec import ModelError, ModelSpec, load_model
+from sim.prefix_metrics import add_cached_tokens, prefix_cache_metrics
 from sim.routers import ROUTERS
 from sim.tables import requests_table
 from sim.timeseries import bin_timeseries
@@ -119,7 +120,8 @@ def run_experiment(
                 build_policy(arm, index, num_blocks=deployment.num_blocks,
                              block_size=exp.kv_cache.block_size,
                              swap_blocks=deployment.swap_blocks,
-                             max_model_len=deployment.max_model_len)
+                             max_model_len=deployment.max_model_len,
+                             prefix_caching=exp.kv_cache.prefix_caching)
                 for _ in range(exp.replicas)
             ]
             shared_queue = exp.router == "shared_queue"
@@ -133,6 +135,11 @@ def run_experiment(
         metrics = summarize(requests, record, warmup_s=exp.warmup_s, cooldown_s=exp.cooldown_s,
                             slo=slo_targets(exp))
         metrics["clipped_requests"] = traffic.clipped.count
+        if arm_prefix_caching(arm, exp.kv_cache.prefix_caching):
+            requests = add_cached_tokens(requests, record.requests)
+            metrics["prefix_cache"] = prefix_cache_metrics(
+                requests, measured_mask(requests, exp.warmup_s, exp.cooldown_s),
+                exp.kv_cache.block_size)
         if disaggregated is not None:  # transfer columns and metrics, per-pool use
             requests = disaggregated.add_outputs(requests, metrics, exp)
         metrics.update(arm_fairness(exp, requests, metrics))

@@ -23,6 +23,7 @@ from batchsim.config import (
     GammaArrivals,
     LengthConfig,
     PoissonArrivals,
+    SessionArrivals,
     TenantConfig,
     TraceArrivals,
     WorkloadConfig,
@@ -30,7 +31,8 @@ from batchsim.config import (
 from batchsim.corpus_lengths import corpus_samplers
 from batchsim.load_shapes import SHAPED_KINDS, shaped_arrival_times
 from batchsim.trace_traffic import replay_trace
-from sim.engine import ClosedLoopTraffic, OpenLoopTraffic, Traffic
+from sim.engine import ClosedLoopTraffic, OpenLoopTraffic, SessionTraffic, Traffic
+from workloads.sessions import SessionShape, generate_sessions
 
 # Closed-loop lengths are drawn in chunks of this many requests, as they are needed.
 _LENGTH_CHUNK = 4096
@@ -100,6 +102,8 @@ def build_traffic(config: WorkloadConfig, *, seed: int, base_dir: Path,
     prompts, outputs = _lengths(config, base_dir, rngs)
     if isinstance(arrivals, ClosedLoopArrivals):
         return _closed_loop(config, arrivals, prompts, outputs, rngs, max_model_len)
+    if isinstance(arrivals, SessionArrivals):
+        return _sessions(config, arrivals, (prompts, outputs), rngs, base_dir, max_model_len)
     if isinstance(arrivals, SHAPED_KINDS):
         times = shaped_arrival_times(arrivals, duration_s=config.duration_s,
                                      num_requests=config.num_requests, rng=rngs.arrivals,
@@ -178,7 +182,10 @@ def _trace_traffic(config: WorkloadConfig, arrivals: TraceArrivals, base_dir: Pa
         keep &= times < config.duration_s
     if config.num_requests is not None:
         keep &= np.arange(times.size) < config.num_requests
-    traffic = OpenLoopTraffic(times[keep], trace.prompt_tokens[keep], trace.output_tokens[keep])
+    blocks = trace.prefix_blocks
+    traffic = OpenLoopTraffic(
+        times[keep], trace.prompt_tokens[keep], trace.output_tokens[keep],
+        prefix_blocks=None if blocks is None else blocks.take(np.flatnonzero(keep)))
     source = "; ".join((replayed.description, *trace.notes))
     return BuiltTraffic(traffic, ClipTally(0), source, trace.notes)
 
@@ -205,3 +212,21 @@ def _closed_loop(config: WorkloadConfig, arrivals: ClosedLoopArrivals,
     traffic = ClosedLoopTraffic(arrivals.concurrency, arrivals.think_time_s, lengths,
                                 config.num_requests, config.duration_s)
     return BuiltTraffic(traffic, tally, f"closed loop, {arrivals.concurrency} users")
+
+
+def _sessions(config: WorkloadConfig, arrivals: SessionArrivals,
+              lengths: tuple[wl.LengthDistribution, wl.LengthDistribution], rngs: _Rngs,
+              base_dir: Path, max_model_len: int) -> BuiltTraffic:
+    """Session starts, turn counts and message lengths, all from the arrival stream's seed
+    (one stream keeps each session's draws together)."""
+    shape = SessionShape(
+        num_sessions=arrivals.num_sessions, session_rate=arrivals.session_rate,
+        turns=length_distribution(arrivals.turns, base_dir), user_tokens=lengths[0],
+        output_tokens=lengths[1], system_prompt_tokens=arrivals.system_prompt_tokens,
+        max_model_len=max_model_len)
+    sessions = generate_sessions(shape, rngs.arrivals)
+    traffic = SessionTraffic(sessions, arrivals.think_time_s, config.num_requests,
+                             config.duration_s)
+    source = (f"{arrivals.num_sessions} sessions, {sessions.prompt_tokens.size} turns "
+              f"({sessions.clipped} sessions stopped at max_model_len)")
+    return BuiltTraffic(traffic, ClipTally(0), source)

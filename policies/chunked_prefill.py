@@ -69,10 +69,11 @@ class ChunkedPrefill(IterationLevelQueues):
         plan.use_token_shape()
         return plan
 
-    def _chunk(self, request: Request, budget: StepBudget) -> int:
+    def _chunk(self, request: Request, budget: StepBudget, cached_tokens: int = 0) -> int:
         """Tokens `request` may compute this step: the rest of its prompt (or its one pending
-        token), capped by the budget left and by the per-request prefill threshold."""
-        tokens = min(request.num_uncomputed_tokens, budget.tokens_left)
+        token) beyond `cached_tokens` found in the prefix cache, capped by the budget left and
+        by the per-request prefill threshold."""
+        tokens = min(request.num_uncomputed_tokens - cached_tokens, budget.tokens_left)
         if self.long_prefill_token_threshold is not None:
             tokens = min(tokens, self.long_prefill_token_threshold)
         return tokens
@@ -132,10 +133,20 @@ class ChunkedPrefill(IterationLevelQueues):
                 budget.stop_reason = "max_num_seqs"
                 break
             request = self.waiting.head()
-            tokens = self._chunk(request, budget)
+            cached = self._cached_prefix(request)
+            tokens = self._chunk(request, budget, cached * self.pool.block_size)
             if (tokens == 0 or not budget.fits(tokens)
-                    or not self._try_admit(request, tokens, plan, budget, gate, now)):
+                    or not self._try_admit(request, tokens, plan, budget, gate, now, cached)):
                 break
+
+    def _eviction_may_unblock(self) -> bool:
+        """A chunk needs fresh blocks only for its own tokens, so the cached blocks it would
+        reuse and pin cost it free blocks: evicting one of those can let it in."""
+        if not self.pool.prefix_caching or not self.waiting:
+            return False
+        head = self.waiting.head()
+        limit = self._cached_prefix(head)
+        return self.pool.evictable_prefix_blocks(head.prefix_keys, limit) > 0
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
         all_running = len(plan.requests) == len(self.running)

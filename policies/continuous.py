@@ -88,9 +88,10 @@ class ContinuousBatching(IterationLevelQueues):
         gate = self._reserve_gate()
         while self.waiting:
             request = self.waiting.head()
-            need = request.num_uncomputed_tokens
+            cached = self._cached_prefix(request)
+            need = request.num_uncomputed_tokens - cached * self.pool.block_size
             if not budget.fits(need) or not self._try_admit(request, need, plan, budget, gate,
-                                                            now):
+                                                            now, cached):
                 break
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:

@@ -31,7 +31,10 @@ def preempt(
         and swap_space.try_store(request.request_id, blocks)
     )
     if blocks > 0:
-        pool.free(request.request_id)
+        # A recomputed request leaves its computed prompt blocks cached (prefix caching): on
+        # readmission it may find them again instead of recomputing them.
+        keys = () if swapped else request.prefix_keys
+        pool.free(request.request_id, keys, request.num_computed_tokens)
     if swapped:
         request.swapped_out = True
         plan.swap_tokens += request.num_computed_tokens

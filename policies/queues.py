@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from policies.admission import AdmissionControl, KVReserve, ReserveGate, steps_applied
 from policies.budget import StepBudget
 from policies.iteration_level import decode_repeat_steps, reject_if_never_fits
@@ -62,14 +64,24 @@ class IterationLevelQueues:
             return None
         return ReserveGate(self.reserve, self.running, self.pool)
 
+    def _cached_prefix(self, request: Request) -> int:
+        """Prompt blocks of the waiting `request` it would find in the prefix cache if admitted
+        now (0 without prefix caching, or for a request that kept its KV by swapping). At
+        least one prompt token is always left to compute: it produces the first token."""
+        if not request.prefix_keys or request.num_computed_tokens or request.swapped_out:
+            return 0
+        limit = (request.prompt_tokens - 1) // self.pool.block_size
+        return self.pool.cached_prefix_blocks(request.prefix_keys, limit)
+
     def _try_admit(self, request: Request, tokens: int, plan: StepPlan, budget: StepBudget,
-                   gate: ReserveGate | None, now: float) -> bool:
-        """Move the head of the queue into the batch with `tokens` to compute this step, if the
-        conservative reserve (when set) and the free KV allow it; False stops admission."""
+                   gate: ReserveGate | None, now: float, cached_blocks: int = 0) -> bool:
+        """Move the head of the queue into the batch with `tokens` to compute this step after
+        its `cached_blocks` prefix blocks found cached, if the conservative reserve (when set)
+        and the free KV allow it; False stops admission."""
         if gate is not None and not gate.admit(request):
             budget.stop_reason = "kv_reserve"
             return False
-        if not self.pool.allocate(request.request_id, request.num_computed_tokens + tokens):
+        if not self._allocate_admitted(request, tokens, cached_blocks):
             budget.stop_reason = "kv_cache_full"
             return False
         self.waiting.pop_head()
@@ -80,6 +92,19 @@ class IterationLevelQueues:
         self.running.append(request)
         budget.take(tokens)
         plan.add(request, tokens)
+        return True
+
+    def _allocate_admitted(self, request: Request, tokens: int, cached_blocks: int) -> bool:
+        if not cached_blocks:
+            return self.pool.allocate(request.request_id, request.num_computed_tokens + tokens)
+        cached_tokens = cached_blocks * self.pool.block_size
+        if not self.pool.allocate_with_prefix(request.request_id,
+                                              request.prefix_keys[:cached_blocks],
+                                              cached_tokens + tokens):
+            return False
+        request.num_computed_tokens = cached_tokens  # their KV is already in the cache
+        if math.isnan(request.first_scheduled_s):
+            request.cached_tokens = cached_tokens
         return True
 
     def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
@@ -96,7 +121,18 @@ class IterationLevelQueues:
             return 1
         if self.waiting.head_may_change():
             return 1
-        return decode_repeat_steps(plan, len(self.running), self.pool, horizon)
+        steps = decode_repeat_steps(plan, len(self.running), self.pool, horizon)
+        if plan.kv_growth is not None and self._eviction_may_unblock():
+            # Stop before the first step whose growth evicts a cached block.
+            evicting = np.searchsorted(plan.kv_growth, self.pool.num_free_uncached, side="right")
+            steps = min(steps, max(1, int(evicting)))
+        return steps
+
+    def _eviction_may_unblock(self) -> bool:
+        """Whether evicting cached blocks could let the blocked head of the queue in. Not for
+        a whole-prompt admission: it needs its uncached blocks from the free ones either way,
+        and eviction only shrinks what it finds cached (see ChunkedPrefill)."""
+        return False
 
     def _apply_step(self, plan: StepPlan, now: float) -> StepOutcome:
         """Apply the step's tokens and release the requests that finished."""
@@ -105,12 +141,17 @@ class IterationLevelQueues:
                                   preempted=bool(plan.preempted))
         self.waiting.on_served(plan)
         outcome = apply_tokens(plan)
+        if self.pool.prefix_caching:
+            for request in plan.requests:  # computed prompt blocks become shareable
+                self.pool.cache_blocks(request.request_id, request.prefix_keys,
+                                       request.num_computed_tokens)
         if outcome.finished:
             self.waiting.on_finished(outcome.finished)
             if self.admission is not None:
                 self.admission.on_finished(len(outcome.finished), now)
             for request in outcome.finished:
-                self.pool.free(request.request_id)
+                self.pool.free(request.request_id, request.prefix_keys,
+                               request.num_computed_tokens)
                 request.status = RequestStatus.FINISHED
             done = {id(r) for r in outcome.finished}
             self.running = [r for r in self.running if id(r) not in done]

@@ -25,6 +25,8 @@ class Submittable(Protocol):
 
     def free_kv_blocks(self) -> int: ...
 
+    def cached_prefix_blocks(self, request: Request) -> int: ...
+
 
 class Dispatcher(Protocol):
     def arrive(self, request: Request) -> None:
@@ -51,7 +53,8 @@ class RoutedDispatch:
         self.on_rejected = on_rejected
 
     def arrive(self, request: Request) -> None:
-        loads = [ReplicaLoad(r.policy.num_running + r.policy.num_waiting, r.free_kv_blocks())
+        loads = [ReplicaLoad(r.policy.num_running + r.policy.num_waiting, r.free_kv_blocks(),
+                             r.cached_prefix_blocks(request) if request.prefix_keys else 0)
                  for r in self.replicas]
         index = self.router(loads, request.request_id)
         if not self.replicas[index].submit(request):

@@ -16,6 +16,8 @@ from sim.request import Request, RequestStatus
 from sim.routers import Router, round_robin
 from sim.step_plan import StepPlan
 from sim.stretch import advance_decode_steps, decode_horizon, kv_growth
+from workloads.prefix_blocks import PrefixBlocks, pool_block_keys
+from workloads.sessions import Sessions
 
 # Progress is reported every this many steps of a replica (cheap enough, frequent enough).
 _PROGRESS_EVERY_STEPS = 4096
@@ -60,6 +62,8 @@ class OpenLoopTraffic:
     # Multi-tenant workloads: each request's tenant index and priority (None: all 0).
     tenant: np.ndarray | None = None
     priority: np.ndarray | None = None
+    # Prompt block ids per request (Mooncake `hash_ids`, sessions), for prefix caching.
+    prefix_blocks: PrefixBlocks | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +77,18 @@ class ClosedLoopTraffic:
     duration_s: float | None
 
 
-Traffic = OpenLoopTraffic | ClosedLoopTraffic
+@dataclass(frozen=True, slots=True)
+class SessionTraffic:
+    """Multi-turn sessions, each a closed loop: a turn is sent `think_time_s` after the
+    previous turn of its session ended (workloads/sessions.py)."""
+
+    sessions: Sessions
+    think_time_s: float
+    num_requests: int | None
+    duration_s: float | None
+
+
+Traffic = OpenLoopTraffic | ClosedLoopTraffic | SessionTraffic
 
 
 class Replica:
@@ -95,7 +110,9 @@ class Replica:
         self.on_progress = on_progress
         self.on_state_change = on_state_change
         self._steps = 0
-        self._stretch: tuple[np.ndarray, np.ndarray, int] | None = None
+        # A stretch in flight: step end times, cumulative blocks taken, free blocks and
+        # uncached free blocks when it started.
+        self._stretch: tuple[np.ndarray, np.ndarray, int, int] | None = None
         self._wake = env.event()
         env.process(self._run())
 
@@ -117,10 +134,25 @@ class Replica:
         """Free KV blocks now, as stepping one by one would have them mid-stretch."""
         if self._stretch is None:
             return self.policy.pool.num_free
-        ends, growth, free_at_start = self._stretch
+        ends, growth, free_at_start, _ = self._stretch
+        return free_at_start - self._blocks_taken_in_stretch(ends, growth)
+
+    def _blocks_taken_in_stretch(self, ends: np.ndarray, growth: np.ndarray) -> int:
         # Steps whose start has passed have allocated their blocks.
         started = min(int(np.searchsorted(ends, self.env.now, side="right")), ends.size - 1)
-        return free_at_start - int(growth[started])
+        return int(growth[started])
+
+    def cached_prefix_blocks(self, request: Request) -> int:
+        """Leading prompt blocks of `request` cached here now (prefix caching), as stepping one
+        by one would have them mid-stretch: the blocks taken beyond the uncached free ones
+        have evicted the least recently used cached blocks."""
+        pool = self.policy.pool
+        limit = (request.prompt_tokens - 1) // pool.block_size
+        evicted = 0
+        if self._stretch is not None:
+            ends, growth, _, uncached_at_start = self._stretch
+            evicted = max(0, self._blocks_taken_in_stretch(ends, growth) - uncached_at_start)
+        return pool.cached_prefix_blocks(request.prefix_keys, limit, evicted=evicted)
 
     def _idle(self, wake_at: float | None) -> simpy.Event:
         if wake_at is None:
@@ -179,7 +211,8 @@ class Replica:
         ends = np.cumsum(np.concatenate(([start], durations)))[1:]
         waiting = self.policy.num_waiting  # constant until the arrival that ends the stretch
         growth = kv_growth(plan, self.policy.pool, steps)
-        self._stretch = (ends, growth, self.policy.pool.num_free)
+        pool = self.policy.pool
+        self._stretch = (ends, growth, pool.num_free, pool.num_free_uncached)
         self._wake = env.event()
         yield self._wake | env.timeout(ends[-1] - start)
         if env.now < ends[-1]:  # woken by an arrival
@@ -249,6 +282,9 @@ class Simulation:
     def run(self) -> RunRecord:
         if isinstance(self.traffic, OpenLoopTraffic):
             self.env.process(self._open_loop(self.traffic))
+        elif isinstance(self.traffic, SessionTraffic):
+            for session in range(self.traffic.sessions.start_s.size):
+                self.env.process(self._session(self.traffic, session))
         else:
             self._start_closed_loop(self.traffic)
         self.env.run()
@@ -263,9 +299,13 @@ class Simulation:
         queued = sum(r.policy.num_running + r.policy.num_waiting for r in self.replicas)
         return queued + self.dispatch.held()
 
-    def _submit(self, prompt: int, output: int, tenant: int = 0, priority: int = 0) -> Request:
+    def _submit(self, prompt: int, output: int, tenant: int = 0, priority: int = 0,
+                prefix: tuple[np.ndarray, int] | None = None) -> Request:
         request = Request(len(self.record.requests), self.env.now, prompt, output,
                           tenant=tenant, priority=priority)
+        pool = self.replicas[0].policy.pool
+        if prefix is not None and pool.prefix_caching:
+            request.prefix_keys = pool_block_keys(prefix[0], prefix[1], pool.block_size, prompt)
         self.record.requests.append(request)
         if self.max_model_len is not None and prompt + output > self.max_model_len:
             request.replica = -1
@@ -303,20 +343,41 @@ class Simulation:
         zeros = [0] * traffic.arrival_s.size
         tenants = zeros if traffic.tenant is None else traffic.tenant.tolist()
         priorities = zeros if traffic.priority is None else traffic.priority.tolist()
-        for t, prompt, output, tenant, priority in zip(
+        blocks = traffic.prefix_blocks
+        for index, (t, prompt, output, tenant, priority) in enumerate(zip(
             traffic.arrival_s.tolist(), traffic.prompt_tokens.tolist(),
             traffic.output_tokens.tolist(), tenants, priorities, strict=True,
-        ):
+        )):
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
-            self._submit(prompt, output, tenant, priority)
+            prefix = None if blocks is None else (blocks.blocks_of(index), blocks.block_tokens)
+            self._submit(prompt, output, tenant, priority, prefix)
 
     def _start_closed_loop(self, traffic: ClosedLoopTraffic) -> None:
         lengths = traffic.lengths()
         for _ in range(traffic.concurrency):
             self.env.process(self._user(traffic, lengths))
 
-    def _may_send(self, traffic: ClosedLoopTraffic) -> bool:
+    def _session(self, traffic: SessionTraffic, session: int) -> Process:
+        """One conversation: its turns in order, each after the previous one ended (a turn
+        rejected on arrival ends too) and the think time."""
+        sessions = traffic.sessions
+        yield self.env.timeout(float(sessions.start_s[session]))
+        for turn in sessions.turns_of(session).tolist():
+            if not self._may_send(traffic):
+                return
+            blocks = sessions.prefix_blocks
+            request = self._submit(int(sessions.prompt_tokens[turn]),
+                                   int(sessions.output_tokens[turn]),
+                                   prefix=(blocks.blocks_of(turn), blocks.block_tokens))
+            if not request.is_finished:
+                done = self.env.event()
+                self._done_events[request.request_id] = done
+                yield done
+            if traffic.think_time_s > 0:
+                yield self.env.timeout(traffic.think_time_s)
+
+    def _may_send(self, traffic: ClosedLoopTraffic | SessionTraffic) -> bool:
         if traffic.num_requests is not None and len(self.record.requests) >= traffic.num_requests:
             return False
         return traffic.duration_s is None or self.env.now < traffic.duration_s

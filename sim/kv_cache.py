@@ -1,12 +1,18 @@
 """Paged KV cache: a pool of fixed-size blocks owned by requests (vLLM's block manager, simplified).
 
-Blocks have ids so that double frees and leaks are detectable and so that prefix sharing can be
-added later without changing the interface.
+Blocks have ids so that double frees and leaks are detectable. With prefix caching (vLLM v1's
+design, DESIGN §3) a full block whose content is named by a prefix key stays cached after its
+owner leaves: reference-counted while requests use it, on an LRU list of evictable blocks when
+none does, reusable until allocation evicts it. Evictable blocks count as free everywhere
+(`num_free`, allocation, the fast path's growth bounds), since allocation takes them exactly
+as it takes free ones.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from itertools import islice
 
 import numpy as np
 
@@ -18,23 +24,52 @@ class KVCacheError(RuntimeError):
 class KVBlockPool:
     """`num_blocks` blocks of `block_size` tokens; each request holds a list of block ids."""
 
-    __slots__ = ("_free", "_owned", "block_size", "num_blocks")
+    __slots__ = ("_block_of_key", "_evictable", "_free", "_key_of_block", "_owned", "_refs",
+                 "_registered", "block_size", "num_blocks", "prefix_caching")
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: int, block_size: int, *, prefix_caching: bool = False) -> None:
         if num_blocks < 1 or block_size < 1:
             raise ValueError("a KV block pool needs at least one block of at least one token")
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.prefix_caching = prefix_caching
         self._free: deque[int] = deque(range(num_blocks))
         self._owned: dict[int, list[int]] = {}
+        # Prefix cache: key <-> block for cached blocks, how many owners use each, and the
+        # unused ones in least-recently-used order (the first is evicted first).
+        self._block_of_key: dict[int, int] = {}
+        self._key_of_block: dict[int, int] = {}
+        self._refs: dict[int, int] = {}
+        self._evictable: OrderedDict[int, None] = OrderedDict()
+        self._registered: dict[int, int] = {}  # per owner: leading blocks already offered
 
     @property
     def num_free(self) -> int:
-        return len(self._free)
+        """Blocks an allocation may take: free ones and cached ones no request uses."""
+        return len(self._free) + len(self._evictable)
 
     @property
     def num_used(self) -> int:
-        return self.num_blocks - len(self._free)
+        return self.num_blocks - self.num_free
+
+    @property
+    def num_free_uncached(self) -> int:
+        """Free blocks holding nothing: allocations up to this many evict no cached block."""
+        return len(self._free)
+
+    @property
+    def num_cached(self) -> int:
+        """Blocks holding a cached prefix block, used or evictable."""
+        return len(self._key_of_block)
+
+    def _take(self) -> int:
+        """A block for new content: a free one, else the least recently used cached one."""
+        if self._free:
+            return self._free.popleft()
+        block, _ = self._evictable.popitem(last=False)
+        del self._block_of_key[self._key_of_block.pop(block)]
+        del self._refs[block]
+        return block
 
     def blocks_for(self, num_tokens: int) -> int:
         """Blocks needed to hold `num_tokens` tokens (ceiling division)."""
@@ -65,48 +100,154 @@ class KVBlockPool:
         need = self.extra_blocks_needed(owner, total_tokens)
         if need == 0:
             return True
-        if need > len(self._free):
+        if need > self.num_free:
             return False
         blocks = self._owned.setdefault(owner, [])
         for _ in range(need):
-            blocks.append(self._free.popleft())
+            blocks.append(self._take())
         return True
 
     def grow_many(self, owners: list[int], total_tokens: np.ndarray) -> bool:
         """`allocate` for several owners at once, all or nothing (the fast path's bulk step)."""
         short = -(-total_tokens // self.block_size) - self.held_many(owners)
         growing = np.flatnonzero(short > 0)
-        if int(short[growing].sum()) > len(self._free):
+        if int(short[growing].sum()) > self.num_free:
             return False
-        free, owned = self._free, self._owned
+        owned, take = self._owned, self._take
         for index, count in zip(growing.tolist(), short[growing].tolist(), strict=True):
             blocks = owned.setdefault(owners[index], [])
-            blocks.extend(free.popleft() for _ in range(count))
+            blocks.extend(take() for _ in range(count))
         return True
 
-    def free(self, owner: int) -> int:
-        """Return all of `owner`'s blocks to the pool; returns how many were freed."""
+    def cached_prefix_blocks(self, keys: Sequence[int], limit: int, evicted: int = 0) -> int:
+        """How many of the leading `keys` (at most `limit`) are cached, in a row: a lookup that
+        changes nothing (admission may still fail). `evicted` counts as gone the first that
+        many evictable blocks (a router's view mid-stretch, before they are taken)."""
+        if not self.prefix_caching:
+            return 0
+        gone = set(islice(self._evictable, evicted)) if evicted else set()
+        count = 0
+        cached = self._block_of_key
+        for key in keys[:limit]:
+            block = cached.get(key)
+            if block is None or block in gone:
+                break
+            count += 1
+        return count
+
+    def evictable_prefix_blocks(self, keys: Sequence[int], count: int) -> int:
+        """How many of the first `count` keys' cached blocks no request uses."""
+        return sum(1 for key in keys[:count] if self._block_of_key[key] in self._evictable)
+
+    def allocate_with_prefix(self, owner: int, keys: Sequence[int], total_tokens: int) -> bool:
+        """Make a newly admitted `owner` use the cached blocks of `keys` (all cached: see
+        `cached_prefix_blocks`) and hold fresh blocks for the rest of `total_tokens`; all or
+        nothing, like `allocate`."""
+        if owner in self._owned:
+            raise KVCacheError(f"request {owner} reuses a prefix while holding blocks")
+        shared = [self._block_of_key[key] for key in keys]
+        revived = sum(1 for block in shared if block in self._evictable)
+        fresh = max(0, self.blocks_for(total_tokens) - len(shared))
+        if fresh > self.num_free - revived:
+            return False
+        for block in shared:
+            self._refs[block] += 1
+            self._evictable.pop(block, None)
+        self._owned[owner] = shared
+        if fresh:
+            self.allocate(owner, total_tokens)
+        return True
+
+    def cache_blocks(self, owner: int, keys: Sequence[int], computed_tokens: int) -> None:
+        """Offer `owner`'s blocks whose tokens are all computed to the prefix cache, block i
+        under `keys[i]`, as vLLM v1 does once a block is full: from then on other requests
+        may share it. A block whose key another block already caches stays private (a
+        duplicate computed concurrently) and is freed with its owner."""
+        blocks = self._owned.get(owner)
+        if not self.prefix_caching or blocks is None:
+            return
+        start = self._registered.get(owner, 0)
+        end = min(len(keys), computed_tokens // self.block_size, len(blocks))
+        for index in range(start, end):
+            block, key = blocks[index], keys[index]
+            if block in self._refs or key in self._block_of_key:
+                continue  # already shared from the cache, or a duplicate
+            self._block_of_key[key] = block
+            self._key_of_block[block] = key
+            self._refs[block] = 1
+        if end > start:
+            self._registered[owner] = end
+
+    def free(self, owner: int, keys: Sequence[int] = (), computed_tokens: int = 0) -> int:
+        """Return all of `owner`'s blocks to the pool; returns how many were released.
+
+        With prefix caching its computed blocks with keys are cached first (`cache_blocks`; a
+        block allocated for a step that never ran holds no KV), then every cached block it
+        used loses a reference, joining the LRU list at none; the rest are free.
+        """
+        self.cache_blocks(owner, keys, computed_tokens)
         blocks = self._owned.pop(owner, None)
         if blocks is None:
             raise KVCacheError(f"request {owner} frees KV blocks it does not hold")
-        self._free.extend(blocks)
+        if not self.prefix_caching:
+            self._free.extend(blocks)
+            return len(blocks)
+        self._registered.pop(owner, None)
+        refs = self._refs
+        for block in blocks:
+            if block in refs:
+                self._release_cached(block)
+            else:
+                self._free.append(block)
         return len(blocks)
+
+    def _release_cached(self, block: int) -> None:
+        refs = self._refs[block] - 1
+        self._refs[block] = refs
+        if refs == 0:
+            self._evictable[block] = None  # most recently used: evicted last
 
     def owners(self) -> list[int]:
         return list(self._owned)
 
     def check_invariants(self) -> None:
-        """Every block is either free or owned by exactly one request."""
+        """Every block is free, cached and evictable, or owned: by exactly one request, or, if
+        cached, by as many requests as its reference count says."""
         seen: set[int] = set(self._free)
         if len(seen) != len(self._free):
             raise KVCacheError("a block is on the free list twice")
+        for block in self._evictable:
+            if block in seen or self._refs.get(block) != 0:
+                raise KVCacheError(f"evictable block {block} is also free or still in use")
+            seen.add(block)
+        users: dict[int, int] = {}
         for owner, blocks in self._owned.items():
+            if len(set(blocks)) != len(blocks):
+                raise KVCacheError(f"request {owner} holds a block twice")
             for block in blocks:
+                if block in self._refs:
+                    users[block] = users.get(block, 0) + 1
+                    continue
                 if block in seen:
                     raise KVCacheError(f"block {block} of request {owner} is also elsewhere")
                 seen.add(block)
+        self._check_cache_maps(users)
+        seen.update(users)
         if len(seen) != self.num_blocks:
             raise KVCacheError(f"{self.num_blocks - len(seen)} KV blocks leaked")
+
+    def _check_cache_maps(self, users: dict[int, int]) -> None:
+        """Keys and blocks map one to one, and every reference count counts its users."""
+        if len(self._block_of_key) != len(self._key_of_block) or any(
+                self._key_of_block.get(block) != key
+                for key, block in self._block_of_key.items()):
+            raise KVCacheError("the prefix cache's key and block maps disagree")
+        if set(self._refs) != set(self._key_of_block):
+            raise KVCacheError("a cached block has no reference count, or a count no block")
+        for block, refs in self._refs.items():
+            if users.get(block, 0) != refs:
+                raise KVCacheError(f"cached block {block} has {refs} references, "
+                                   f"{users.get(block, 0)} users")
 
 
 class HostSwapSpace:

@@ -40,6 +40,10 @@ class Request:
     replica: int = 0
     tenant: int = 0  # index into workload.tenants (0 for a single-tenant workload)
     priority: int = 0  # the tenant's priority: lower is served first by `priority`
+    # Prefix caching: the cache key of each full KV block of the prompt, in order (empty:
+    # nothing to share), and the prompt tokens found cached when first admitted.
+    prefix_keys: tuple[int, ...] = ()
+    cached_tokens: int = 0
 
     @property
     def num_tokens(self) -> int:

@@ -16,6 +16,7 @@ class ReplicaLoad:
 
     outstanding: int  # requests queued or running there
     free_kv_blocks: int
+    cached_prefix_blocks: int = 0  # leading prompt blocks of the arrival cached there
 
 
 Router = Callable[[Sequence[ReplicaLoad], int], int]
@@ -37,8 +38,17 @@ def least_kv(loads: Sequence[ReplicaLoad], sequence_number: int) -> int:
     return free.index(max(free))
 
 
+def prefix_affinity(loads: Sequence[ReplicaLoad], sequence_number: int) -> int:
+    """The longest cached prefix of the arrival's prompt (prefix caching), then the fewest
+    requests: the same conversation keeps landing where its context is cached."""
+    best = max(load.cached_prefix_blocks for load in loads)
+    return least_outstanding([load if load.cached_prefix_blocks == best
+                              else ReplicaLoad(1 << 62, 0) for load in loads], sequence_number)
+
+
 ROUTERS: dict[str, Router] = {
     "round_robin": round_robin,
     "least_outstanding": least_outstanding,
     "least_kv": least_kv,
+    "prefix_affinity": prefix_affinity,
 }

@@ -125,7 +125,8 @@ def test_unknown_key_inside_an_arm(write_yaml: WriteYaml, minimal_data: dict) ->
     minimal_data["policies"][1]["max_num_seq"] = 64
     assert only_problem(write_yaml(minimal_data)) == (
         "policies.1.max_num_seq: unknown key (expected one of: name, kind, max_num_seqs, "
-        "max_num_batched_tokens, preemption, admission, admission_reserve, ordering); "
+        "max_num_batched_tokens, preemption, admission, admission_reserve, prefix_caching, "
+        "ordering); "
         "did you mean 'max_num_seqs'?"
     )
 
@@ -168,7 +169,7 @@ def test_bad_literal_lists_the_choices(write_yaml: WriteYaml, minimal_data: dict
     [
         ("policies", "teleport", "static, continuous, chunked_prefill, disaggregated"),
         ("arrivals", "bursty",
-         "poisson, gamma, constant, trace, closed_loop, weibull, rate_curve, diurnal"),
+         "poisson, gamma, constant, trace, closed_loop, weibull, rate_curve, diurnal, sessions"),
     ],
 )
 def test_bad_kind_lists_the_valid_kinds(

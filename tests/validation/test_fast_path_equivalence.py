@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from batchsim.runner import ExperimentResult
@@ -194,6 +194,74 @@ def test_fast_path_matches_stepping_one_by_one_when_disaggregated(
             "prompt_tokens": {"kind": "lognormal", "mean": prompt_mean, "cv": 1.0},
             "output_tokens": {"kind": "geometric", "mean": output_mean},
             "num_requests": 60,
+        },
+        policies=[arm], output={"timeseries_bin_s": 0.5},
+    )
+    fast = run_dict(tmp_path, exp, "engine.fast_path=true")
+    slow = run_dict(tmp_path, exp, "engine.fast_path=false")
+    _assert_equivalent(fast, slow)
+
+
+prefix_arms = st.sampled_from([
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 32, "max_num_batched_tokens": 16384},
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 16, "preemption": "swap",
+     "max_num_batched_tokens": 16384},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 2048, "max_num_seqs": 16,
+     "long_prefill_token_threshold": 512, "preemption": "swap"},
+])
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(arm={"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32},
+         blocks=700, rate=1.0, start=0, replicas=1, seed=0, router="least_outstanding")
+@given(arm=prefix_arms, blocks=st.sampled_from([None, 700, 1500, 4000]),
+       rate=st.floats(0.5, 20.0), start=st.sampled_from([0, 60, 150]),
+       replicas=st.integers(1, 3), seed=st.integers(0, 1000),
+       router=st.sampled_from(["least_outstanding", "least_kv", "prefix_affinity",
+                               "shared_queue"]))
+def test_fast_path_matches_stepping_one_by_one_with_prefix_caching(
+        tmp_path: Path, arm, blocks, rate, start, replicas, seed, router):
+    """Mooncake requests sharing prefixes: cached blocks evicted by decode growth count as
+    free in the stretch's bounds exactly as allocation takes them, and a prefix-affinity
+    router sees mid-stretch the cached blocks that stepping one by one would have left."""
+    exp = base_experiment(
+        seed=seed, max_model_len=16384, replicas=replicas, router=router,
+        kv_cache={"num_blocks": blocks, "prefix_caching": True},
+        workload={
+            "arrivals": {"kind": "trace", "path": "mooncake-conversation", "format": "mooncake",
+                         "window_s": [start, start + 150],
+                         "filter": {"max_prompt_tokens": 8000}, "target_rate": rate},
+            "num_requests": 60,
+        },
+        policies=[arm], output={"timeseries_bin_s": 0.5},
+    )
+    fast = run_dict(tmp_path, exp, "engine.fast_path=true")
+    slow = run_dict(tmp_path, exp, "engine.fast_path=false")
+    _assert_equivalent(fast, slow)
+    assert fast.arms[0].metrics["prefix_cache"]["cached_tokens"] >= 0
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arm=prefix_arms, blocks=st.sampled_from([None, 300, 1000]),
+       session_rate=st.floats(0.5, 8.0), think=st.sampled_from([0.0, 0.3, 2.0]),
+       replicas=st.integers(1, 2), seed=st.integers(0, 1000),
+       router=st.sampled_from(["least_outstanding", "prefix_affinity"]))
+def test_fast_path_matches_stepping_one_by_one_with_sessions(
+        tmp_path: Path, arm, blocks, session_rate, think, replicas, seed, router):
+    """Multi-turn sessions reusing their earlier turns' cached blocks."""
+    exp = base_experiment(
+        seed=seed, max_model_len=4096, replicas=replicas, router=router,
+        kv_cache={"num_blocks": blocks, "prefix_caching": True},
+        workload={
+            "arrivals": {"kind": "sessions", "num_sessions": 15, "session_rate": session_rate,
+                         "turns": {"kind": "geometric", "mean": 3}, "think_time_s": think,
+                         "system_prompt_tokens": 200},
+            "prompt_tokens": {"kind": "lognormal", "mean": 150, "cv": 1.0},
+            "output_tokens": {"kind": "geometric", "mean": 60},
+            "duration_s": 10_000.0,
         },
         policies=[arm], output={"timeseries_bin_s": 0.5},
     )
