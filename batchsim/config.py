@@ -422,7 +422,8 @@ ArrivalsConfig = Annotated[
 ]
 
 TenantArrivals = Annotated[
-    PoissonArrivals | GammaArrivals | ConstantArrivals, Field(discriminator="kind")
+    PoissonArrivals | GammaArrivals | ConstantArrivals | TraceArrivals,
+    Field(discriminator="kind"),
 ]
 
 
@@ -449,17 +450,30 @@ class TenantConfig(ConfigModel):
     name: str = Field(min_length=1)
     """Tenant name, unique within the workload; labels its metrics."""
     arrivals: TenantArrivals
-    """When this tenant's requests arrive: `poisson`, `gamma` or `constant`, with its rate."""
-    prompt_tokens: LengthConfig
-    """Distribution of this tenant's prompt lengths in tokens."""
-    output_tokens: LengthConfig
-    """Distribution of this tenant's output lengths in tokens."""
+    """When this tenant's requests arrive: `poisson`, `gamma` or `constant` with its rate, or
+    a `trace` (its timestamps and lengths; several trace tenants splice traces together)."""
+    prompt_tokens: LengthConfig | None = None
+    """Distribution of this tenant's prompt lengths in tokens (required, except with `trace`
+    arrivals, whose lengths come from the trace)."""
+    output_tokens: LengthConfig | None = None
+    """Distribution of this tenant's output lengths in tokens (as `prompt_tokens`)."""
     priority: int = 0
     """Priority of this tenant's requests under the `priority` ordering: lower is served
     first (vLLM's convention)."""
     slo: SLOConfig | None = None
     """This tenant's latency targets, for its own goodput and SLO attainment; null: the
     experiment's `slo`."""
+
+
+def _tenant_lengths_rule(tenant: TenantConfig, index: int) -> None:
+    """Lengths come from a trace tenant's trace, and from distributions for every other."""
+    for key in ("prompt_tokens", "output_tokens"):
+        given = getattr(tenant, key) is not None
+        if tenant.arrivals.kind == "trace" and given:
+            raise rule_error(f"tenants.{index}.{key}",
+                             "not allowed with trace arrivals: the lengths come from the trace")
+        if tenant.arrivals.kind != "trace" and not given:
+            raise rule_error(f"tenants.{index}.{key}", "required key is missing")
 
 
 class WorkloadConfig(ConfigModel):
@@ -531,6 +545,10 @@ class WorkloadConfig(ConfigModel):
                                  f"duplicate tenant name {tenant.name!r} (already used by "
                                  f"tenants.{first_index[tenant.name]})")
             first_index[tenant.name] = index
+            _tenant_lengths_rule(tenant, index)
+        if all(t.arrivals.kind == "trace" for t in tenants) and (
+                self.duration_s is None or self.num_requests is None):
+            return self  # traces end by themselves; a stop is an optional limit
         return self._one_stop_rule()
 
 

@@ -33,6 +33,7 @@ from batchsim.load_shapes import SHAPED_KINDS, shaped_arrival_times
 from batchsim.trace_traffic import replay_trace
 from sim.engine import ClosedLoopTraffic, OpenLoopTraffic, SessionTraffic, Traffic
 from workloads.sessions import SessionShape, generate_sessions
+from workloads.transforms import splice_tenants
 
 # Closed-loop lengths are drawn in chunks of this many requests, as they are needed.
 _LENGTH_CHUNK = 4096
@@ -144,33 +145,52 @@ def _open_loop_times(config: WorkloadConfig,
 
 def _tenant_traffic(config: WorkloadConfig, tenants: list[TenantConfig], seed: int,
                     base_dir: Path, max_model_len: int) -> BuiltTraffic:
-    """Each tenant's stream from its own child seed, merged by arrival time (ties: tenant
-    order). With `num_requests` each tenant draws that many and the merge keeps the first."""
+    """Each tenant's stream from its own child seed, spliced by arrival time (ties: tenant
+    order). With `num_requests` each tenant draws that many and the merge keeps the first;
+    `duration_s` also cuts trace tenants."""
     streams = np.random.SeedSequence(seed).spawn(len(tenants))
     parts = [_one_tenant(config, tenant, stream, base_dir, max_model_len)
              for tenant, stream in zip(tenants, streams, strict=True)]
-    times, prompt, output, clipped = (np.concatenate(column) for column in zip(*parts,
-                                                                              strict=True))
-    tenant = np.concatenate([np.full(p[0].size, i, dtype=np.int64) for i, p in enumerate(parts)])
+    merged, tenant = splice_tenants([trace for trace, _ in parts])
+    clipped = np.concatenate([mask for _, mask in parts])[
+        np.argsort(np.concatenate([trace.arrival_s for trace, _ in parts]), kind="stable")]
+    keep = np.arange(len(merged)) < (config.num_requests or len(merged))
+    if config.duration_s is not None:
+        keep &= merged.arrival_s < config.duration_s
+    rows = np.flatnonzero(keep)
     priority = np.array([t.priority for t in tenants], dtype=np.int64)[tenant]
-    order = np.argsort(times, kind="stable")[: config.num_requests]
-    traffic = OpenLoopTraffic(times[order], prompt[order], output[order], tenant[order],
-                              priority[order])
-    names = ", ".join(f"{t.name} ({t.arrivals.kind} {t.arrivals.rate:g}/s)" for t in tenants)
-    return BuiltTraffic(traffic, ClipTally(int(clipped[order].sum())), f"tenants {names}")
+    blocks = merged.prefix_blocks
+    traffic = OpenLoopTraffic(merged.arrival_s[rows], merged.prompt_tokens[rows],
+                              merged.output_tokens[rows], tenant[rows], priority[rows],
+                              prefix_blocks=None if blocks is None else blocks.take(rows))
+    names = ", ".join(f"{t.name} ({_tenant_source(t)})" for t in tenants)
+    return BuiltTraffic(traffic, ClipTally(int(clipped[rows].sum())), f"tenants {names}",
+                        merged.notes)
+
+
+def _tenant_source(tenant: TenantConfig) -> str:
+    arrivals = tenant.arrivals
+    if isinstance(arrivals, TraceArrivals):
+        return f"trace {arrivals.path}"
+    return f"{arrivals.kind} {arrivals.rate:g}/s"
 
 
 def _one_tenant(config: WorkloadConfig, tenant: TenantConfig, stream: np.random.SeedSequence,
-                base_dir: Path, max_model_len: int) -> tuple[np.ndarray, ...]:
-    """(arrival times, prompt, output, clipped mask) of one tenant's requests."""
+                base_dir: Path, max_model_len: int) -> tuple[wl.TraceRequests, np.ndarray]:
+    """One tenant's requests as a trace, and which of them were clipped to the context."""
     rngs = _Rngs(stream)
+    if isinstance(tenant.arrivals, TraceArrivals):  # replayed as is, like a one-stream trace
+        trace = replay_trace(tenant.arrivals, base_dir, rngs.arrivals).trace
+        return trace, np.zeros(len(trace), dtype=bool)
+    assert tenant.prompt_tokens is not None and tenant.output_tokens is not None  # config rule
     times = _open_loop_times(config, tenant.arrivals, rngs.arrivals)
     drawn_prompt = length_distribution(tenant.prompt_tokens, base_dir).sample(
         np.random.default_rng(rngs.prompt_seed), times.size)
     drawn_output = length_distribution(tenant.output_tokens, base_dir).sample(
         np.random.default_rng(rngs.output_seed), times.size)
     prompt, output, _ = clip_to_context(drawn_prompt, drawn_output, max_model_len)
-    return times, prompt, output, (prompt != drawn_prompt) | (output != drawn_output)
+    trace = wl.TraceRequests(times, prompt, output, source=tenant.name)
+    return trace, (prompt != drawn_prompt) | (output != drawn_output)
 
 
 def _trace_traffic(config: WorkloadConfig, arrivals: TraceArrivals, base_dir: Path,

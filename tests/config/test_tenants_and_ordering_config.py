@@ -92,8 +92,8 @@ def test_orderings_do_not_apply_to_the_shared_queue(minimal_data: dict[str, Any]
     (lambda w: w["tenants"][0]["arrivals"].pop("rate"),
      "exp.yaml: workload.tenants.0.arrivals.rate: required key is missing"),
     (lambda w: w["tenants"][1]["arrivals"].update(kind="closed_loop", concurrency=2),
-     "exp.yaml: workload.tenants.1.arrivals.kind: expected one of: poisson, gamma, constant "
-     "(got 'closed_loop')"),
+     "exp.yaml: workload.tenants.1.arrivals.kind: expected one of: poisson, gamma, constant, "
+     "trace (got 'closed_loop')"),
     (lambda w: w["tenants"][1].update(name="chat"),
      "exp.yaml: workload.tenants.1.name: duplicate tenant name 'chat' (already used by "
      "tenants.0)"),
