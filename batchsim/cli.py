@@ -55,12 +55,13 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a key: dotted.key=value (repeatable)."),
 ]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder.")]
 
 
 @app.command()
 def run(
     file: FileArg,
-    out: Annotated[Path | None, typer.Option("--out", help="Output folder.")] = None,
+    out: OutOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Simulate every policy arm of FILE on the same traffic and write the results."""
@@ -113,7 +114,6 @@ JobsOpt = Annotated[int, typer.Option(help="Worker processes (local executor).")
 ExecutorOpt = Annotated[str, typer.Option(help="local | ray")]
 AddressOpt = Annotated[str | None, typer.Option(
     help="Ray cluster address (default: start a local Ray).")]
-OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder.")]
 
 ParamOpt = Annotated[
     list[str] | None,

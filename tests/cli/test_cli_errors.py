@@ -9,6 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from batchsim.cli import app
+from tests.cli_checks import fails_cleanly as _fails_cleanly
 from tests.validation.experiment_builder import base_experiment
 
 runner = CliRunner()
@@ -18,17 +19,6 @@ def _write(tmp_path: Path, exp: dict, name: str = "exp.yaml") -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(exp), encoding="utf-8")
     return path
-
-
-def _fails_cleanly(args: list[str], *expected: str) -> str:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    message = result.stderr.strip()
-    assert "Traceback" not in result.output + message
-    assert len(message.splitlines()) == 1, message
-    for text in expected:
-        assert text in message, message
-    return message
 
 
 def test_unknown_key(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from batchsim.cli import app
+from tests.cli_checks import fails_cleanly as _fails_cleanly
 from tests.validation.experiment_builder import base_experiment
 
 runner = CliRunner()
@@ -83,16 +84,6 @@ def test_report_command_rebuilds_identical_bytes(results_dir: Path, tmp_path: Pa
     for name in PLOTS:
         png = f"plots/{name}.png"
         assert (copy / png).read_bytes() == (results_dir / png).read_bytes(), png
-
-
-def _fails_cleanly(args: list[str], *expected: str) -> None:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    message = result.stderr.strip()
-    assert "Traceback" not in result.output + message
-    assert len(message.splitlines()) == 1, message
-    for text in expected:
-        assert text in message, message
 
 
 def test_a_folder_that_does_not_exist(tmp_path: Path) -> None:
