@@ -616,6 +616,29 @@ OrderingConfig = Annotated[
 # --- batching policies (arms) ----------------------------------------------------------------
 
 
+class ArmDeployment(ConfigModel):
+    """Deployment keys an arm may set for itself, overriding the experiment's top-level ones,
+    so that one experiment compares layouts (TP vs TP + PP, TP vs TP + EP, ...) on the same
+    traffic. Unset keys follow the top level."""
+
+    hardware: str | None = Field(default=None, min_length=1)
+    """GPU profile name or path."""
+    tensor_parallel: AtLeastOne | None = None
+    """GPUs per pipeline stage."""
+    pipeline_parallel: AtLeastOne | None = None
+    """Pipeline stages per replica."""
+    expert_parallel: AtLeastOne | None = None
+    """GPUs the experts are spread over."""
+    data_parallel_attention: bool | None = None
+    """Data-parallel attention."""
+    replicas: AtLeastOne | None = None
+    """Model replicas."""
+
+    def overrides(self) -> dict[str, object]:
+        """The keys this arm sets, as top-level experiment keys."""
+        return self.model_dump(exclude_none=True)
+
+
 class StaticArm(ConfigModel):
     """Static batching: collect a batch, run it until its longest request finishes; finished
     slots keep computing padding and newcomers wait for the next batch."""
@@ -635,6 +658,9 @@ class StaticArm(ConfigModel):
     """The order in which waiting requests are considered: `fcfs`, `priority`,
     `shortest_prompt_first` or `fair_share` (docs/how-to/fairness.md). Admission stops at the
     first request that does not fit; a preempted request always goes back first."""
+    deployment: ArmDeployment | None = None
+    """This arm's own hardware, parallelism or replica count (docs/how-to/compare-layouts.md);
+    null uses the experiment's."""
 
 
 class AdmissionConfig(ConfigModel):
@@ -686,6 +712,61 @@ class AdmissionReserveConfig(ConfigModel):
         return self
 
 
+class ConstantAcceptance(ConfigModel):
+    """Every draft token is accepted with the same probability."""
+
+    kind: Literal["constant"] = "constant"
+    """Selects this distribution."""
+    rate: float = Field(ge=0, le=1)
+    """Probability that the target model accepts a draft token, given the tokens before it
+    were accepted (α of Leviathan et al., 2023)."""
+
+
+class BetaAcceptance(ConfigModel):
+    """Each request has its own acceptance probability, drawn from a Beta distribution: some
+    prompts (code, extraction) are easy to draft for, others are not."""
+
+    kind: Literal["beta"] = "beta"
+    """Selects this distribution."""
+    mean: float = Field(gt=0, lt=1)
+    """Mean per-token acceptance probability over requests."""
+    concentration: Positive = 10.0
+    """α + β of the Beta distribution: larger means requests are more alike."""
+
+
+AcceptanceConfig = Annotated[ConstantAcceptance | BetaAcceptance, Field(discriminator="kind")]
+
+
+class SpeculativeConfig(ConfigModel):
+    """Speculative decoding: each decode step the drafter proposes `num_speculative_tokens`
+    tokens per sequence, the target model verifies them all in one pass (k + 1 tokens per
+    sequence at the target's cost for that many), and the sequence keeps the accepted prefix
+    plus one token of the target's own (docs/how-to/speculative-decoding.md)."""
+
+    method: Literal["draft", "mtp"] = "draft"
+    """`draft`: a separate small model proposes, one forward pass per proposed token; `mtp`:
+    the target's own multi-token-prediction head (one extra transformer layer and the LM head
+    per proposed token)."""
+    num_speculative_tokens: AtLeastOne = 3
+    """Tokens proposed per sequence per step (k)."""
+    draft_model: str | None = Field(default=None, min_length=1)
+    """The draft model (library name or config path); required for `draft`."""
+    draft_tensor_parallel: AtLeastOne | None = None
+    """GPUs the draft model is split over; null means the target's `tensor_parallel`."""
+    acceptance: AcceptanceConfig
+    """How likely draft tokens are to be accepted."""
+
+    @model_validator(mode="after")
+    def _draft_needs_a_model(self) -> Self:
+        if self.method == "draft" and self.draft_model is None:
+            raise rule_error("draft_model", "method draft needs a draft_model (a library "
+                                            "name such as llama-3.1-8b, or a config path)")
+        if self.method == "mtp" and self.draft_model is not None:
+            raise rule_error("draft_model", "method mtp drafts with the target's own layer; "
+                                            "remove draft_model or use method draft")
+        return self
+
+
 class ContinuousArm(ConfigModel):
     """Continuous (iteration-level) batching as in vLLM: running requests first, then
     waiting ones; a new request's prefill runs whole in one step."""
@@ -715,6 +796,11 @@ class ContinuousArm(ConfigModel):
     """The order in which waiting requests are considered: `fcfs`, `priority`,
     `shortest_prompt_first` or `fair_share` (docs/how-to/fairness.md). Admission stops at the
     first request that does not fit; a preempted request always goes back first."""
+    deployment: ArmDeployment | None = None
+    """This arm's own hardware, parallelism or replica count (docs/how-to/compare-layouts.md);
+    null uses the experiment's."""
+    speculative: SpeculativeConfig | None = None
+    """Speculative decoding for this arm; null decodes one token per step."""
 
 
 class ChunkedPrefillArm(ConfigModel):
@@ -753,6 +839,11 @@ class ChunkedPrefillArm(ConfigModel):
     """The order in which waiting requests are considered: `fcfs`, `priority`,
     `shortest_prompt_first` or `fair_share` (docs/how-to/fairness.md). Admission stops at the
     first request that does not fit; a preempted request always goes back first."""
+    deployment: ArmDeployment | None = None
+    """This arm's own hardware, parallelism or replica count (docs/how-to/compare-layouts.md);
+    null uses the experiment's."""
+    speculative: SpeculativeConfig | None = None
+    """Speculative decoding for this arm; null decodes one token per step."""
 
     @model_validator(mode="after")
     def _budget_holds_every_decode(self) -> Self:
@@ -936,6 +1027,9 @@ class PlanCandidatesConfig(ConfigModel):
     """GPU profiles to try; null: the experiment's `hardware`."""
     tensor_parallel: list[AtLeastOne] | None = Field(default=None, min_length=1)
     """Tensor-parallel sizes to try; null: the experiment's `tensor_parallel`."""
+    pipeline_parallel: list[AtLeastOne] | None = Field(default=None, min_length=1)
+    """Pipeline stage counts to try (colocated arms); null: the experiment's
+    `pipeline_parallel`."""
     replicas: list[AtLeastOne] | None = Field(default=None, min_length=1)
     """Replica counts to try; null: the experiment's `replicas`."""
     policies: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None,
@@ -986,8 +1080,14 @@ class PlanConfig(ConfigModel):
     """Configurations tried at `target_rate`; null: each arm on the experiment's
     deployment."""
     price_per_gpu_hour: dict[str, Positive] = Field(default_factory=dict)
-    """Price of one GPU-hour by hardware (as written in the file, e.g. `h100-sxm: 3.0`);
-    empty: configurations are ranked by GPU count and no cost is given."""
+    """Price of one GPU-hour by hardware (as written in the file, a profile name or an alias,
+    e.g. `h100-sxm: 3.0`); empty: the experiment's top-level `pricing`, and without that
+    configurations are ranked by GPU count and no cost is given."""
+    objective: Literal["cost", "gpus", "energy"] | None = None
+    """What ranks the candidates that meet the SLO: `cost` (dollars per hour; needs prices),
+    `gpus` (fewest GPUs) or `energy` (fewest joules per output token; needs GPU profiles with
+    `power`); ties go to fewer GPUs, then the label. Null: `cost` when prices are given, else
+    `gpus`."""
     keep_up: PlanKeepUpConfig = Field(default_factory=PlanKeepUpConfig)
     """The overload (growing queue) test every run must pass."""
     what_if: list[PlanWhatIfConfig] = Field(default_factory=list)
@@ -1021,7 +1121,20 @@ class Experiment(ConfigModel):
     hardware: str = Field(min_length=1)
     """GPU: a profile name such as `h100-sxm`, or a path to a profile YAML."""
     tensor_parallel: AtLeastOne = 1
-    """GPUs per replica (tensor parallelism)."""
+    """GPUs per pipeline stage, each holding a slice of every layer (tensor parallelism)."""
+    pipeline_parallel: AtLeastOne = 1
+    """Pipeline stages per replica, each holding a contiguous share of the layers; a replica
+    uses `tensor_parallel × pipeline_parallel` GPUs."""
+    expert_parallel: AtLeastOne = 1
+    """GPUs of a stage that the experts of a mixture-of-experts model are spread over (expert
+    parallelism); 1 shards every expert by tensor parallelism instead."""
+    data_parallel_attention: bool = False
+    """Run attention data-parallel over the stage's GPUs (each GPU its own share of the
+    sequences, full attention weights, KV not split by heads) instead of tensor-parallel."""
+    moe_imbalance: float = Field(default=1.0, ge=1.0)
+    """Routing skew of a mixture-of-experts model under expert parallelism: the GPU holding the
+    most-routed experts receives this many times the mean tokens, and the step waits for it
+    (1 = balanced routing; no effect without `expert_parallel`). docs/how-to/moe.md."""
     dtype: DTypeConfig = Field(default_factory=DTypeConfig)
     """Numeric formats of weights and KV cache."""
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
@@ -1032,8 +1145,8 @@ class Experiment(ConfigModel):
     kv_cache: KVCacheConfig = Field(default_factory=KVCacheConfig)
     """The paged KV cache."""
     replicas: AtLeastOne = 1
-    """Model replicas, each on `tensor_parallel` GPUs (a `disaggregated` arm sizes its own
-    pools instead)."""
+    """Model replicas, each on `tensor_parallel × pipeline_parallel` GPUs (a `disaggregated`
+    arm sizes its own pools instead)."""
     router: Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity",
                     "shared_queue"] = "round_robin"
     """How arrivals reach replicas: assigned on arrival in turn, to the fewest queued +
@@ -1062,6 +1175,11 @@ class Experiment(ConfigModel):
     replications: AtLeastOne = 1
     """Runs of each point with independent seeds (spawned from `seed`); the summary gives each
     metric's mean and 95% confidence interval over them."""
+    pricing: dict[str, Positive] = Field(default_factory=dict)
+    """Dollars per GPU-hour by hardware: keyed by a profile name, one of its aliases, or the
+    `hardware` string as written (e.g. `{h100-sxm: 2.5}`). Each arm's summary then gives its
+    cost per million tokens over the measured window (docs/how-to/energy-and-cost.md); `batchsim
+    plan` uses it when `plan.price_per_gpu_hour` is empty. Empty: no cost is given."""
     plan: PlanConfig | None = None
     """Capacity planning questions for `batchsim plan`; ignored by `batchsim run` and
     `batchsim sweep`."""

@@ -34,7 +34,20 @@ def _rows(m: dict[str, object]) -> list[tuple[str, str]]:
         ("KV use mean / max", f"{_pct(kv, 'mean')} / {_pct(kv, 'max')}"),
         ("goodput (req/s)", _num(m["goodput_rps"], ",.2f")),
         ("SLO attainment", "-" if not isinstance(attainment, float) else f"{attainment:.1%}"),
+        *_energy_rows(m),
         *_tenant_rows(m),
+    ]
+
+
+def _energy_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """Energy and cost over the window ("-" where the profile has no power or no price)."""
+    energy, cost = m.get("energy"), m.get("cost")
+    energy = energy if isinstance(energy, dict) else {}
+    cost = cost if isinstance(cost, dict) else {}
+    return [
+        ("joules / output token", _num(energy.get("joules_per_output_token"), ",.3f")),
+        ("mean power per GPU (W)", _num(energy.get("mean_power_per_gpu_w"), ",.0f")),
+        ("$ / M output tokens", _num(cost.get("usd_per_million_output_tokens"), ",.3f")),
     ]
 
 
@@ -69,12 +82,24 @@ def _pct(dist: object, key: str) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def _transfer_rows(m: dict[str, object], colocated_gpus: int) -> list[tuple[str, str]]:
-    """GPUs, and the KV transfer time and link use of a disaggregated arm ("-" for others)."""
+def _layout_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """GPUs, and the layout of a colocated arm ("-" for a disaggregated one)."""
+    layout = m.get("deployment")
+    text = "-"
+    if isinstance(layout, dict):
+        parts = [f"{layout['replicas']}×TP{layout['tensor_parallel']}"]
+        parts += [f"{key}{layout[name]}" for key, name in
+                  (("PP", "pipeline_parallel"), ("EP", "expert_parallel")) if layout[name] > 1]
+        parts += ["DPattn"] if layout["data_parallel_attention"] else []
+        text = " ".join([*parts, str(layout["hardware"])])
+    return [("GPUs", _num(m.get("gpus"), ",")), ("layout", text)]
+
+
+def _transfer_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """The KV transfer time and link use of a disaggregated arm ("-" for others)."""
     transfer = m.get("kv_transfer_s")
     link = m.get("kv_link_utilization")
     return [
-        ("GPUs", _num(m.get("gpus", colocated_gpus), ",")),
         ("KV transfer p50 / p99 (ms)", f"{_ms(transfer, 'p50')} / {_ms(transfer, 'p99')}"),
         ("KV link utilisation", "-" if not isinstance(link, float) else f"{link:.1%}"),
     ]
@@ -97,10 +122,10 @@ def comparison_table(result: ExperimentResult) -> Table:
     for arm in result.arms:
         table.add_column(arm.name, justify="right")
     transfers = any("kv_transfer_s" in arm.metrics for arm in result.arms)
-    exp = result.experiment
-    gpus = exp.replicas * exp.tensor_parallel  # a colocated arm's
+    layouts = transfers or len({str(arm.metrics.get("deployment")) for arm in result.arms}) > 1
     caching = any("prefix_cache" in arm.metrics for arm in result.arms)
-    per_arm = [_rows(arm.metrics) + (_transfer_rows(arm.metrics, gpus) if transfers else [])
+    per_arm = [_rows(arm.metrics) + (_layout_rows(arm.metrics) if layouts else [])
+               + (_transfer_rows(arm.metrics) if transfers else [])
                + (_prefix_rows(arm.metrics) if caching else []) for arm in result.arms]
     for i, (label, _) in enumerate(per_arm[0] if per_arm else []):
         table.add_row(label, *(rows[i][1] for rows in per_arm))

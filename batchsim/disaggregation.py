@@ -70,6 +70,17 @@ def resolve_pool(exp: Experiment, arm: DisaggregatedArm, index: int, role: str,
                 int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes), cost)
 
 
+def _check_layout(exp: Experiment, index: int) -> None:
+    """Pools are tensor-parallel replicas only: refuse a layout they would silently ignore."""
+    for key, value, plain in (("pipeline_parallel", exp.pipeline_parallel, 1),
+                              ("expert_parallel", exp.expert_parallel, 1),
+                              ("data_parallel_attention", exp.data_parallel_attention, False)):
+        if value != plain:
+            raise ArmError(f"{key}: {value} is not modelled for the disaggregated arm "
+                           f"policies.{index} (its pools are tensor-parallel replicas); "
+                           "compare it in another experiment")
+
+
 @contextmanager
 def _pool_key(key: str, role: str) -> Iterator[None]:
     """Re-raise a loading or memory error as an ArmError naming the pool's key."""
@@ -143,6 +154,7 @@ def build_disaggregated(
     exp: Experiment, arm: DisaggregatedArm, index: int, *, model: ModelSpec, base_dir: Path,
     max_model_len: int, traffic: BuiltTraffic, on_progress: Callable[[float], None] | None,
 ) -> DisaggregatedRun:
+    _check_layout(exp, index)
     prefill = resolve_pool(exp, arm, index, "prefill", model, base_dir)
     decode = resolve_pool(exp, arm, index, "decode", model, base_dir)
     shared_queue = exp.router == "shared_queue"

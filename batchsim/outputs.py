@@ -46,6 +46,7 @@ def summary_document(result: ExperimentResult) -> dict[str, object]:
     d = result.deployment
     return {
         "config": result.experiment.model_dump(mode="json"),
+        "inputs_digest": result.inputs_digest,
         "versions": versions(),
         "deployment": {
             "model": d.model.name,

@@ -25,6 +25,7 @@ from policies.ordering import (
     priority_key,
     shortest_prompt_key,
 )
+from policies.speculative import Speculation
 from policies.static import StaticBatching
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.policy_protocol import BatchingPolicy
@@ -87,7 +88,8 @@ def arm_prefix_caching(arm: Arm, experiment_default: bool) -> bool:
 
 def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
                  swap_blocks: int, max_model_len: int,
-                 prefix_caching: bool = False) -> BatchingPolicy:
+                 prefix_caching: bool = False,
+                 speculation: Speculation | None = None) -> BatchingPolicy:
     pool = KVBlockPool(num_blocks, block_size,
                        prefix_caching=arm_prefix_caching(arm, prefix_caching))
     if isinstance(arm, StaticArm):
@@ -101,6 +103,7 @@ def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
             preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
             admission=build_admission(arm.admission),
             reserve=build_reserve(arm.admission_reserve), ordering=build_ordering(arm.ordering),
+            speculation=speculation,
         )
     assert isinstance(arm, ContinuousArm)
     return ContinuousBatching(
@@ -108,5 +111,5 @@ def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
         max_num_batched_tokens=effective_token_budget(arm, max_model_len, index),
         preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
         admission=build_admission(arm.admission), reserve=build_reserve(arm.admission_reserve),
-        ordering=build_ordering(arm.ordering),
+        ordering=build_ordering(arm.ordering), speculation=speculation,
     )

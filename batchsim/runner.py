@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from batchsim.arm_energy import arm_energy_and_cost, colocated_groups, disaggregated_groups
+from batchsim.colocated import build_colocated
 from batchsim.config import DisaggregatedArm, Experiment
+from batchsim.deployment_size import arm_experiment, colocated_gpus
 from batchsim.disaggregation import build_disaggregated
 from batchsim.fairness import arm_fairness
-from batchsim.policy_factory import arm_prefix_caching, build_policy
+from batchsim.input_digest import inputs_digest
+from batchsim.policy_factory import arm_prefix_caching
+from batchsim.speculative_setup import SpeculativeSetupError
 from batchsim.traffic import BuiltTraffic, build_traffic
 from sim.cost_model import RooflineCostModel
 from sim.engine import Simulation
@@ -22,8 +27,10 @@ from sim.hardware import GpuProfile, HardwareError, load_gpu_profile
 from sim.memory import MemoryPlan, ModelDoesNotFitError, plan_memory
 from sim.metrics import SLOTargets, measured_mask, summarize
 from sim.model_spec import ModelError, ModelSpec, load_model
+from sim.moe_layout import Parallelism, check_parallelism
+from sim.pipeline_cost import PipelineCostModel, build_cost_model
+from sim.pipeline_stages import check_pipeline_parallel
 from sim.prefix_metrics import add_cached_tokens, prefix_cache_metrics
-from sim.routers import ROUTERS
 from sim.tables import requests_table
 from sim.timeseries import bin_timeseries
 
@@ -38,7 +45,7 @@ class Deployment:
     num_blocks: int
     swap_blocks: int
     max_model_len: int
-    cost_model: RooflineCostModel
+    cost_model: RooflineCostModel | PipelineCostModel
 
 
 @dataclass(slots=True)
@@ -55,6 +62,7 @@ class ExperimentResult:
     experiment: Experiment
     deployment: Deployment
     traffic: BuiltTraffic
+    inputs_digest: str  # the files the run read besides the experiment (input_digest.py)
     arms: list[ArmResult] = field(default_factory=list)
 
 
@@ -64,20 +72,49 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
         model = load_model(exp.model, base_dir)
     with _keyed_error("hardware", HardwareError):
         gpu = load_gpu_profile(exp.hardware, base_dir)
+    with _keyed_error("pipeline_parallel", ModelError):
+        check_pipeline_parallel(model, exp.pipeline_parallel)
+    _check_layout(exp, model)
     with _keyed_error("tensor_parallel", ModelError, ModelDoesNotFitError):
         memory = plan_memory(
             model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,
             kv_dtype=exp.dtype.kv_cache, gpu_memory_utilization=exp.gpu_memory_utilization,
-            block_size=exp.kv_cache.block_size,
+            block_size=exp.kv_cache.block_size, pipeline_parallel=exp.pipeline_parallel,
+            expert_parallel=exp.expert_parallel,
+            data_parallel_attention=exp.data_parallel_attention,
         )
-    cost = RooflineCostModel(model, gpu, tensor_parallel=exp.tensor_parallel,
-                             weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache)
+    cost: RooflineCostModel | PipelineCostModel
+    if model.moe is not None and exp.pipeline_parallel == 1:  # routed experts: sim.moe_cost
+        cost = RooflineCostModel(
+            model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,
+            kv_dtype=exp.dtype.kv_cache, expert_parallel=exp.expert_parallel,
+            data_parallel_attention=exp.data_parallel_attention,
+            moe_imbalance=exp.moe_imbalance)
+    else:
+        cost = build_cost_model(model, gpu, tensor_parallel=exp.tensor_parallel,
+                                pipeline_parallel=exp.pipeline_parallel,
+                                weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache)
     swap_blocks = int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes)
     return Deployment(
         model=model, gpu=gpu, memory=memory,
         num_blocks=exp.kv_cache.num_blocks or memory.num_blocks, swap_blocks=swap_blocks,
         max_model_len=exp.max_model_len or model.max_position_embeddings, cost_model=cost,
     )
+
+
+def _check_layout(exp: Experiment, model: ModelSpec) -> None:
+    """Expert-parallel and data-parallel-attention errors, under the key that asked for them."""
+    layout = Parallelism(exp.tensor_parallel, exp.expert_parallel, exp.data_parallel_attention)
+    if not exp.data_parallel_attention:
+        with _keyed_error("tensor_parallel", ModelError):
+            model.check_tensor_parallel(exp.tensor_parallel)
+    key = "expert_parallel" if exp.expert_parallel > 1 else "data_parallel_attention"
+    with _keyed_error(key, ModelError):
+        check_parallelism(model, layout)
+        if exp.pipeline_parallel > 1 and (exp.expert_parallel > 1
+                                          or exp.data_parallel_attention):
+            raise ModelError("expert parallelism and data-parallel attention are not modelled "
+                             "together with pipeline_parallel > 1")
 
 
 @contextmanager
@@ -87,6 +124,18 @@ def _keyed_error(key: str, *kinds: type[ValueError]) -> Iterator[None]:
         yield
     except kinds as err:
         raise type(err)(f"{key}: {err}") from err
+
+
+def deployment_summary(exp: Experiment, deployment: Deployment) -> dict[str, object]:
+    """What a colocated arm runs on (its own `deployment:` or the top level's), for its row."""
+    memory = deployment.memory
+    return {
+        "hardware": deployment.gpu.name, "tensor_parallel": exp.tensor_parallel,
+        "pipeline_parallel": exp.pipeline_parallel, "expert_parallel": exp.expert_parallel,
+        "data_parallel_attention": exp.data_parallel_attention, "replicas": exp.replicas,
+        "kv_tokens_per_replica": deployment.num_blocks * exp.kv_cache.block_size,
+        "weights_bytes_per_gpu": memory.weights_bytes_per_gpu, "memory": memory.describe(),
+    }
 
 
 def slo_targets(exp: Experiment) -> SLOTargets:
@@ -102,38 +151,39 @@ def run_experiment(
     deployment = resolve_deployment(exp, base_dir)
     traffic = build_traffic(exp.workload, seed=exp.seed, base_dir=base_dir,
                             max_model_len=deployment.max_model_len)
-    result = ExperimentResult(exp, deployment, traffic)
+    result = ExperimentResult(exp, deployment, traffic, inputs_digest(exp, base_dir))
     for index, arm in enumerate(exp.policies):
+        arm_exp = arm_experiment(exp, arm)
+        arm_deployment = deployment
+        if arm_exp is not exp:
+            with _keyed_error(f"policies.{index}.deployment", ValueError):
+                arm_deployment = resolve_deployment(arm_exp, base_dir)
         started = time.perf_counter()
         progress = None
         if on_progress is not None:
             def progress(now: float, arm_name: str = arm.name) -> None:
                 on_progress(arm_name, now)
-        disaggregated = None
+        disaggregated, colocated = None, None
         if isinstance(arm, DisaggregatedArm):
             disaggregated = build_disaggregated(
                 exp, arm, index, model=deployment.model, base_dir=base_dir,
                 max_model_len=deployment.max_model_len, traffic=traffic, on_progress=progress)
             simulation: Simulation = disaggregated.simulation
         else:
-            policies = [
-                build_policy(arm, index, num_blocks=deployment.num_blocks,
-                             block_size=exp.kv_cache.block_size,
-                             swap_blocks=deployment.swap_blocks,
-                             max_model_len=deployment.max_model_len,
-                             prefix_caching=exp.kv_cache.prefix_caching)
-                for _ in range(exp.replicas)
-            ]
-            shared_queue = exp.router == "shared_queue"
-            simulation = Simulation(policies, deployment.cost_model, traffic.traffic,
-                                    None if shared_queue else ROUTERS[exp.router],
-                                    shared_queue=shared_queue,
-                                    max_model_len=deployment.max_model_len,
-                                    fast_path=exp.engine.fast_path, on_progress=progress)
+            with _keyed_error(f"policies.{index}.speculative", ModelError,
+                              SpeculativeSetupError):
+                colocated = build_colocated(exp, arm_exp, arm, index, arm_deployment,
+                                            traffic.traffic, base_dir,
+                                            deployment.max_model_len, progress)
+            simulation = colocated.simulation
         record = simulation.run()
-        requests = add_slowdown(requests_table(record.requests), deployment.cost_model)
+        requests = add_slowdown(requests_table(record.requests), arm_deployment.cost_model)
         metrics = summarize(requests, record, warmup_s=exp.warmup_s, cooldown_s=exp.cooldown_s,
                             slo=slo_targets(exp))
+        if colocated is not None:
+            metrics["gpus"] = colocated_gpus(exp, arm)
+            metrics["deployment"] = deployment_summary(arm_exp, arm_deployment)
+            colocated.add_metrics(metrics, record)
         metrics["clipped_requests"] = traffic.clipped.count
         if arm_prefix_caching(arm, exp.kv_cache.prefix_caching):
             requests = add_cached_tokens(requests, record.requests)
@@ -143,6 +193,12 @@ def run_experiment(
         if disaggregated is not None:  # transfer columns and metrics, per-pool use
             requests = disaggregated.add_outputs(requests, metrics, exp)
         metrics.update(arm_fairness(exp, requests, metrics))
+        groups = (disaggregated_groups(exp, arm, disaggregated)
+                  if isinstance(arm, DisaggregatedArm) and disaggregated is not None
+                  else colocated_groups(arm_exp, arm_deployment.gpu))
+        window = metrics["window_s"]
+        assert isinstance(window, float)
+        metrics.update(arm_energy_and_cost(exp, requests, record, groups, window))
         end = float(requests["finish_s"].max()) if len(requests) else 0.0
         timeseries = bin_timeseries(record, exp.output.timeseries_bin_s, end)
         arm_result = ArmResult(arm.name, requests, timeseries, metrics,

@@ -2,8 +2,9 @@
 
 Each (point, replication) is an ordinary run of the experiment with `--set`-style overrides,
 written to its own folder (`point-NNN_.../` and, with replications, `rep-R/`). A folder whose
-summary.json already holds the same resolved configuration is complete and is not run again,
-so an interrupted sweep resumes where it stopped. The sweep's own summary.json has one row
+summary.json already holds the same resolved configuration, read from the same input files
+(`batchsim.input_digest`), is complete and is not run again, so an interrupted sweep resumes
+where it stopped. The sweep's own summary.json has one row
 per (point, arm): the point's values, the mean of every metric over replications and its 95%
 t-interval.
 """
@@ -21,6 +22,7 @@ import numpy as np
 from batchsim.confidence import aggregate
 from batchsim.config_loader import load_experiment
 from batchsim.executors import Executor
+from batchsim.input_digest import inputs_digest
 from batchsim.sweep_points import SweepAxis, SweepPoint, grid
 
 SUMMARY = "summary.json"
@@ -57,7 +59,7 @@ def run_task(task: RunTask) -> RunOutcome:
     exp, base_dir = load_experiment(Path(task.file), task.overrides)
     out = Path(task.out_dir)
     resolved = exp.model_dump(mode="json")
-    previous = _completed(out, resolved)
+    previous = _completed(out, resolved, inputs_digest(exp, base_dir))
     if previous is not None:
         return RunOutcome(previous, skipped=True)
     result = run_experiment(exp, base_dir)
@@ -65,7 +67,8 @@ def run_task(task: RunTask) -> RunOutcome:
     return RunOutcome(_read_rows(out), skipped=False)
 
 
-def _completed(out: Path, resolved: dict[str, Any]) -> list[dict[str, Any]] | None:
+def _completed(out: Path, resolved: dict[str, Any],
+               digest: str) -> list[dict[str, Any]] | None:
     path = out / SUMMARY
     if not path.is_file():
         return None
@@ -73,7 +76,8 @@ def _completed(out: Path, resolved: dict[str, Any]) -> list[dict[str, Any]] | No
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None  # a half-written file from an interrupted run: run again
-    return document["rows"] if document.get("config") == resolved else None
+    same = document.get("config") == resolved and document.get("inputs_digest") == digest
+    return document["rows"] if same else None
 
 
 def _read_rows(out: Path) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from policies.iteration_level import (
 from policies.ordering import WaitingQueue
 from policies.preemption import PreemptionMode, allocate_or_preempt
 from policies.queues import IterationLevelQueues
+from policies.speculative import Speculation
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request
 from sim.step_plan import StepOutcome, StepPlan
@@ -39,6 +40,7 @@ class ChunkedPrefill(IterationLevelQueues):
         admission: AdmissionControl | None = None,
         reserve: KVReserve | None = None,
         ordering: WaitingQueue | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         threshold = long_prefill_token_threshold
         if token_budget < 1 or max_num_seqs < 1 or (threshold is not None and threshold < 1):
@@ -46,7 +48,7 @@ class ChunkedPrefill(IterationLevelQueues):
                              "threshold (if any) of at least 1")
         super().__init__(pool=pool, max_num_seqs=max_num_seqs, preemption=preemption,
                          swap_space=swap_space, admission=admission, reserve=reserve,
-                         ordering=ordering)
+                         ordering=ordering, speculation=speculation)
         self.token_budget = token_budget
         self.long_prefill_token_threshold = long_prefill_token_threshold
         # True when the last step scheduled every running request and each emitted a token:
@@ -62,12 +64,11 @@ class ChunkedPrefill(IterationLevelQueues):
         plan = StepPlan()
         budget = StepBudget(self.token_budget, self.max_num_seqs)
         if not (self._all_decoding
-                and schedule_all_decodes(self.running, self.pool, plan, budget)):
+                and schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead)):
             self._schedule_running(plan, budget)
         if not plan.preempted:
             self._schedule_waiting(plan, budget, now)
-        plan.use_token_shape()
-        return plan
+        return self._shape(plan)
 
     def _chunk(self, request: Request, budget: StepBudget, cached_tokens: int = 0) -> int:
         """Tokens `request` may compute this step: the rest of its prompt (or its one pending
@@ -84,14 +85,14 @@ class ChunkedPrefill(IterationLevelQueues):
         The choices are added to the plan only at the end: a prefill chunk that preempts may
         evict a decode already chosen this step (it is newer), which then gives back its token.
         """
-        chosen: dict[Request, int] = {}
+        chosen: dict[Request, tuple[int, int]] = {}  # tokens, and the budget they took
         self._take_running(chosen, budget, plan, decodes=True)
         self._take_running(chosen, budget, plan, decodes=False)
-        for request, tokens in chosen.items():
+        for request, (tokens, _) in chosen.items():
             plan.add(request, tokens)
 
-    def _take_running(self, chosen: dict[Request, int], budget: StepBudget, plan: StepPlan,
-                      *, decodes: bool) -> None:
+    def _take_running(self, chosen: dict[Request, tuple[int, int]], budget: StepBudget,
+                      plan: StepPlan, *, decodes: bool) -> None:
         index = 0
         while index < len(self.running):
             request = self.running[index]
@@ -99,15 +100,17 @@ class ChunkedPrefill(IterationLevelQueues):
             if (request.num_uncomputed_tokens == 1) != decodes:
                 continue
             tokens = self._chunk(request, budget)
-            if tokens == 0 or not budget.fits(tokens):
+            charge = tokens + self._lookahead_of(request, tokens)
+            if tokens == 0 or not budget.fits(charge):
                 break
-            if not self._allocate_or_preempt(request, tokens, chosen, budget, plan):
+            if not self._allocate_or_preempt(request, charge, chosen, budget, plan):
                 break  # the request preempted itself: nothing after it is left to run
-            budget.take(tokens)
-            chosen[request] = tokens
+            budget.take(charge)
+            chosen[request] = (tokens, charge)
 
-    def _allocate_or_preempt(self, request: Request, tokens: int, chosen: dict[Request, int],
-                             budget: StepBudget, plan: StepPlan) -> bool:
+    def _allocate_or_preempt(self, request: Request, tokens: int,
+                             chosen: dict[Request, tuple[int, int]], budget: StepBudget,
+                             plan: StepPlan) -> bool:
         """Reserve KV for `request`'s next `tokens`, preempting newest-first; False if it went.
 
         A victim already chosen this step is unscheduled and its budget returned (as vLLM v1
@@ -121,7 +124,7 @@ class ChunkedPrefill(IterationLevelQueues):
         )
         for victim in plan.preempted[first_victim:]:
             if victim in chosen:
-                budget.tokens_left += chosen.pop(victim)
+                budget.tokens_left += chosen.pop(victim)[1]
                 budget.seqs_left += 1
         return kept
 

@@ -18,6 +18,7 @@ from policies.iteration_level import (
 from policies.ordering import WaitingQueue
 from policies.preemption import PreemptionMode, allocate_or_preempt
 from policies.queues import IterationLevelQueues
+from policies.speculative import Speculation
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request
 from sim.step_plan import StepOutcome, StepPlan
@@ -35,10 +36,11 @@ class ContinuousBatching(IterationLevelQueues):
         admission: AdmissionControl | None = None,
         reserve: KVReserve | None = None,
         ordering: WaitingQueue | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         super().__init__(pool=pool, max_num_seqs=max_num_seqs, preemption=preemption,
                          swap_space=swap_space, admission=admission, reserve=reserve,
-                         ordering=ordering)
+                         ordering=ordering, speculation=speculation)
         self.max_num_batched_tokens = max_num_batched_tokens
 
     def add_request(self, request: Request, now: float) -> bool:
@@ -56,30 +58,31 @@ class ContinuousBatching(IterationLevelQueues):
         budget = StepBudget(self.max_num_batched_tokens, self.max_num_seqs)
         # Every running request has its first token and one pending token: the whole prompt
         # was prefilled in the step that admitted it.
-        if not schedule_all_decodes(self.running, self.pool, plan, budget):
+        if not schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead):
             self._schedule_running(plan, budget)
         if not plan.preempted:
             self._schedule_waiting(plan, budget, now)
-        plan.use_token_shape()
-        return plan
+        return self._shape(plan)
 
     def _schedule_running(self, plan: StepPlan, budget: StepBudget) -> None:
         index = 0
         while index < len(self.running):
             request = self.running[index]
             need = request.num_uncomputed_tokens
-            if not budget.fits(need):
+            lookahead = self._lookahead_of(request, need)
+            if not budget.fits(need + lookahead):
                 break
-            if not self._allocate_or_preempt(request, plan):
+            if not self._allocate_or_preempt(request, lookahead, plan):
                 break  # the request preempted itself: nothing after it is left to run
-            budget.take(need)
+            budget.take(need + lookahead)
             plan.add(request, need)
             index += 1
 
-    def _allocate_or_preempt(self, request: Request, plan: StepPlan) -> bool:
-        """Reserve KV for `request`'s next tokens, preempting newest-first; False if it went."""
+    def _allocate_or_preempt(self, request: Request, lookahead: int, plan: StepPlan) -> bool:
+        """Reserve KV for `request`'s next tokens (and its proposals' slots), preempting
+        newest-first; False if it went."""
         return allocate_or_preempt(
-            request, request.num_tokens, running=self.running, waiting=self.waiting,
+            request, request.num_tokens + lookahead, running=self.running, waiting=self.waiting,
             pool=self.pool, mode=self.preemption, swap_space=self.swap_space, plan=plan,
         )
 

@@ -32,7 +32,8 @@ def reject_if_never_fits(request: Request, pool: KVBlockPool) -> bool:
 
 
 def schedule_all_decodes(
-    running: list[Request], pool: KVBlockPool, plan: StepPlan, budget: StepBudget
+    running: list[Request], pool: KVBlockPool, plan: StepPlan, budget: StepBudget,
+    lookahead: int = 0,
 ) -> bool:
     """The common case, planned in one pass: every running request decodes one token.
 
@@ -40,21 +41,28 @@ def schedule_all_decodes(
     uncomputed token. Such a request holds blocks for exactly its computed tokens, so its next
     token needs a new block only when those fill their blocks; if the free blocks cover every
     such request, no one is preempted. Otherwise (False, nothing planned) the caller's
-    request-by-request path decides.
+    request-by-request path decides. With speculative decoding each request also holds
+    `lookahead` slots and spends that many more tokens of the budget.
     """
     count = len(running)
-    if not count or count > budget.seqs_left or count > budget.tokens_left:
+    tokens = count * (1 + lookahead)
+    if not count or count > budget.seqs_left or tokens > budget.tokens_left:
         return False
-    block_size = pool.block_size
     contexts = [r.num_computed_tokens for r in running]
-    growing = [r for r, c in zip(running, contexts, strict=True) if c % block_size == 0]
-    if len(growing) > pool.num_free:
-        return False
-    for request in growing:
-        allocated = pool.allocate(request.request_id, request.num_tokens)
-        assert allocated, "a running request held more KV than its computed tokens"
+    if lookahead:
+        wanted = np.array([r.num_tokens + lookahead for r in running], dtype=np.int64)
+        if not pool.grow_many([r.request_id for r in running], wanted):
+            return False
+    else:
+        block_size = pool.block_size
+        growing = [r for r, c in zip(running, contexts, strict=True) if c % block_size == 0]
+        if len(growing) > pool.num_free:
+            return False
+        for request in growing:
+            allocated = pool.allocate(request.request_id, request.num_tokens)
+            assert allocated, "a running request held more KV than its computed tokens"
     plan.add_decodes(list(running), contexts)
-    budget.tokens_left -= count
+    budget.tokens_left -= tokens
     budget.seqs_left -= count
     return True
 

@@ -13,6 +13,7 @@ from policies.budget import StepBudget
 from policies.iteration_level import decode_repeat_steps, reject_if_never_fits
 from policies.ordering import FcfsQueue, WaitingQueue
 from policies.preemption import PreemptionMode, swap_in
+from policies.speculative import Speculation, accept_proposals, is_decode, shape_speculative_step
 from sim.kv_cache import HostSwapSpace, KVBlockPool
 from sim.request import Request, RequestStatus
 from sim.step_plan import StepOutcome, StepPlan, apply_tokens
@@ -23,6 +24,7 @@ class IterationLevelQueues:
         self, *, pool: KVBlockPool, max_num_seqs: int, preemption: PreemptionMode,
         swap_space: HostSwapSpace | None, admission: AdmissionControl | None,
         reserve: KVReserve | None, ordering: WaitingQueue | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         self.pool = pool
         self.max_num_seqs = max_num_seqs
@@ -33,6 +35,20 @@ class IterationLevelQueues:
         # Which waiting request is considered next (policies/ordering.py); FCFS by default.
         self.waiting: WaitingQueue = FcfsQueue() if ordering is None else ordering
         self.running: list[Request] = []  # admission order; preemption takes from the end
+        self.speculation = speculation
+        # KV slots and budget tokens a decode holds beyond its own token: its proposals.
+        self.lookahead = 0 if speculation is None else speculation.k
+
+    def _lookahead_of(self, request: Request, tokens: int) -> int:
+        """Extra tokens `request` computes this step if `tokens` make it a verification."""
+        return self.lookahead if self.lookahead and is_decode(request, tokens) else 0
+
+    def _shape(self, plan: StepPlan) -> StepPlan:
+        """The planned step's cost shape, with decodes verifying proposals when speculating."""
+        plan.use_token_shape()
+        if self.speculation is not None:
+            shape_speculative_step(plan, self.speculation)
+        return plan
 
     @property
     def num_running(self) -> int:
@@ -115,8 +131,11 @@ class IterationLevelQueues:
         do not change, and free KV only shrinks. While conservative admission's ratio decays,
         a blocked request may become admissible, so the policy steps one by one; likewise
         while the ordering's head may change without an arrival (fair share, two tenants
-        waiting): a new head might fit where the old one did not.
+        waiting): a new head might fit where the old one did not. A speculating batch steps
+        one by one: how many tokens each step emits is random.
         """
+        if self.speculation is not None:
+            return 1
         if self.reserve is not None and self.reserve.blocks_stretch(len(self.waiting)):
             return 1
         if self.waiting.head_may_change():
@@ -141,6 +160,8 @@ class IterationLevelQueues:
                                   preempted=bool(plan.preempted))
         self.waiting.on_served(plan)
         outcome = apply_tokens(plan)
+        if self.speculation is not None:
+            accept_proposals(plan, outcome, self.speculation)
         if self.pool.prefix_caching:
             for request in plan.requests:  # computed prompt blocks become shareable
                 self.pool.cache_blocks(request.request_id, request.prefix_keys,
@@ -153,6 +174,8 @@ class IterationLevelQueues:
                 self.pool.free(request.request_id, request.prefix_keys,
                                request.num_computed_tokens)
                 request.status = RequestStatus.FINISHED
+                if self.speculation is not None:
+                    self.speculation.forget(request)
             done = {id(r) for r in outcome.finished}
             self.running = [r for r in self.running if id(r) not in done]
         return outcome

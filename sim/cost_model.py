@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 
 from sim.dtypes import ACTIVATION_BYTES, bytes_per_element, check_kv_dtype, check_weight_dtype
 from sim.hardware import GpuProfile
 from sim.model_spec import ModelSpec
+from sim.moe_cost import LayerStackCost, attention_shape
+from sim.moe_layout import Parallelism, check_parallelism, kv_bytes_per_token_per_gpu
 from sim.roofline import (
     allreduce_seconds,
     decode_attention_variable_seconds,
@@ -60,12 +62,18 @@ class RooflineCostModel:
         "_allreduce_count",
         "_attention_launch_s",
         "_attention_peak_flops",
+        "_attention_shape",
+        "_decode_flops_per_kv_token",
+        "_decode_head_dim",
+        "_decode_kv_heads",
+        "_decode_q_heads",
         "_efficiency",
         "_head_dim",
         "_kv_element_bytes",
         "_kv_heads",
         "_layer_cache",
         "_layer_gemms",
+        "_layer_stack",
         "_layers",
         "_lm_head_cache",
         "_lm_head_gemm",
@@ -90,10 +98,14 @@ class RooflineCostModel:
         tensor_parallel: int,
         weight_dtype: str,
         kv_dtype: str,
+        expert_parallel: int = 1,
+        data_parallel_attention: bool = False,
+        moe_imbalance: float = 1.0,
     ) -> None:
         check_weight_dtype(weight_dtype)
         check_kv_dtype(kv_dtype)
-        model.check_tensor_parallel(tensor_parallel)
+        layout = Parallelism(tensor_parallel, expert_parallel, data_parallel_attention)
+        check_parallelism(model, layout)
         self.model = model
         self.gpu = gpu
         self.tensor_parallel = tp = tensor_parallel
@@ -101,9 +113,14 @@ class RooflineCostModel:
         self.kv_dtype = kv_dtype
         eff = gpu.efficiency
         h, d, layers = model.hidden_size, model.head_dim, model.num_layers
-        q_heads = model.num_heads // tp
-        kv_heads = model.kv_heads_per_gpu(tp)
+        q_heads = model.num_heads // layout.attention_split
+        kv_heads = model.kv_heads_per_gpu(layout.attention_split)
         mlp_width = math.ceil(model.intermediate_size / tp)
+        # MoE and MLA layers, and data-parallel attention, are priced by sim.moe_cost.
+        self._layer_stack = None
+        if model.moe is not None or model.mla is not None or data_parallel_attention:
+            self._layer_stack = LayerStackCost(model, gpu, layout, weight_dtype=weight_dtype,
+                                               imbalance=moe_imbalance)
 
         self._layer_gemms = _GemmGroup(
             shapes=(
@@ -119,7 +136,7 @@ class RooflineCostModel:
         )
         # The LM head stays bf16 in quantised checkpoints, so it streams and computes as bf16.
         self._lm_head_gemm = _GemmGroup(
-            shapes=((math.ceil(model.vocab_size / tp), h),),
+            shapes=((math.ceil(model.vocab_size / layout.attention_split), h),),
             repeats=1,
             peak_flops=gpu.peak_flops.bf16,
             weight_bytes=ACTIVATION_BYTES,
@@ -134,12 +151,17 @@ class RooflineCostModel:
         self._attention_peak_flops = gpu.peak_flops.bf16
         self._memory_bw = gpu.memory_bandwidth_bytes_per_s
         self._layers = float(layers)
-        self._q_heads = float(q_heads)
-        self._kv_heads = float(kv_heads)
-        self._head_dim = float(d)
+        shape = self._attention_shape = attention_shape(model, layout)
+        self._q_heads = shape.prefill_q_heads
+        self._kv_heads = shape.prefill_kv_heads
+        self._head_dim = shape.prefill_head_dim
+        self._decode_q_heads = shape.decode_q_heads
+        self._decode_kv_heads = shape.decode_kv_heads
+        self._decode_head_dim = shape.decode_head_dim
+        self._decode_flops_per_kv_token = shape.decode_flops_per_kv_token
         self._sm_count = gpu.parallel_units
         self._kv_element_bytes = bytes_per_element(kv_dtype)
-        self.kv_bytes_per_token_per_gpu = 2.0 * layers * kv_heads * d * self._kv_element_bytes
+        self.kv_bytes_per_token_per_gpu = kv_bytes_per_token_per_gpu(model, layout, kv_dtype)
 
         # Two all-reduces per layer (after attention and after the MLP), none without TP.
         self._allreduce_count = 2 * layers if tp > 1 else 0
@@ -148,12 +170,16 @@ class RooflineCostModel:
         self._per_seq_overhead_s = eff.per_seq_overhead_s
 
     def step_time(
-        self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int
+        self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
+        verifying: np.ndarray | None = None,
     ) -> StepCost:
         """Cost of one step.
 
         `new_tokens[i]` (>= 1) tokens are computed for sequence i on top of the
-        `context_tokens[i]` already in its KV cache; `num_emitting` sequences run the LM head.
+        `context_tokens[i]` already in its KV cache; `num_emitting` rows run the LM head.
+        `verifying[i]` marks a sequence verifying speculative proposals: its few query tokens
+        run in the decode attention kernel (vLLM sends requests of up to 1 + k query tokens
+        there when speculating), reading its cache once, not in the prefill kernel.
         """
         num_seqs = new_tokens.shape[0]
         if num_seqs == 0:
@@ -176,7 +202,10 @@ class RooflineCostModel:
                 lm_head_s = self._lm_head_cost(num_emitting)
             linear_s += lm_head_s
 
-        attention_s = self._attention_s(new_tokens, context_tokens, total_new, num_seqs)
+        if verifying is not None and verifying.any():
+            attention_s = self._verify_attention_s(new_tokens, context_tokens, verifying)
+        else:
+            attention_s = self._attention_s(new_tokens, context_tokens, total_new, num_seqs)
         overhead_s = self._step_overhead_s + self._per_seq_overhead_s * num_seqs
         return StepCost(
             seconds=linear_s + attention_s + communication_s + overhead_s,
@@ -220,15 +249,36 @@ class RooflineCostModel:
             float(np.dot(prefill_new, prefill_new)), q_heads=self._q_heads,
             kv_heads=self._kv_heads, head_dim=self._head_dim, kv_bytes=self._kv_element_bytes,
         )
+        share = self._attention_shape.local_share(num_seqs)  # 1 unless data-parallel
         per_layer_s = prefill_attention_variable_seconds(
-            flops, head_tokens, traffic, peak_flops=self._attention_peak_flops,
+            flops * share, head_tokens * share, traffic * share,
+            peak_flops=self._attention_peak_flops,
             memory_bw=self._memory_bw, eff=self._efficiency,
         )
+        if self._layer_stack is not None:  # MLA: cached latents re-expanded for the chunk
+            per_layer_s += self._layer_stack.mla_context_expansion_s(
+                float(prefill_context.sum()) * share)
         num_decode = num_seqs - prefill_new.shape[0]
         if num_decode:
             # Σ (c_i + 1) over the decode sequences: all context + count, minus the prefills'.
             decode_kv_tokens = float(context_tokens.sum()) - float(prefill_context.sum())
             per_layer_s += self._decode_per_layer_s(decode_kv_tokens + num_decode, num_decode)
+        return self._layers * (self._attention_launch_s + per_layer_s)
+
+    def _verify_attention_s(self, new_tokens: np.ndarray, context_tokens: np.ndarray,
+                            verifying: np.ndarray) -> float:
+        """Attention of a step in which some sequences verify proposals: the rest as usual,
+        plus the verifying ones in the decode kernel with one launch per layer in all."""
+        queries = new_tokens[verifying]
+        kv_tokens = context_tokens[verifying] + queries
+        per_layer_s = self._decode_per_layer_s(
+            float(kv_tokens.sum()), queries.shape[0],
+            query_kv_tokens=float(np.dot(queries, kv_tokens)))
+        rest = ~verifying
+        if rest.any():
+            others = self._attention_s(new_tokens[rest], context_tokens[rest],
+                                       int(new_tokens[rest].sum()), int(rest.sum()))
+            return others + self._layers * per_layer_s
         return self._layers * (self._attention_launch_s + per_layer_s)
 
     def decode_step_seconds(
@@ -259,12 +309,28 @@ class RooflineCostModel:
             self._attention_launch_s + self._decode_per_layer_s(kv_tokens, num_seqs)
         )
 
-    def _decode_per_layer_s(self, kv_tokens: _FloatOrArray, num_seqs: int) -> _FloatOrArray:
-        return decode_attention_variable_seconds(
-            float(num_seqs), kv_tokens, q_heads=self._q_heads, kv_heads=self._kv_heads,
-            head_dim=self._head_dim, kv_bytes=self._kv_element_bytes, memory_bw=self._memory_bw,
+    def _decode_per_layer_s(self, kv_tokens: _FloatOrArray, num_seqs: int,
+                            query_kv_tokens: float | None = None) -> _FloatOrArray:
+        """`query_kv_tokens`: Σ queries × cached tokens they attend to, when sequences bring
+        more than one query each (verification); the FLOPs grow with it, the reads do not."""
+        # Data-parallel attention: the busiest rank's share of the sequences and their KV.
+        share = self._attention_shape.local_share(num_seqs)
+        seconds = decode_attention_variable_seconds(
+            num_seqs * share, kv_tokens * share, q_heads=self._decode_q_heads,
+            kv_heads=self._decode_kv_heads, head_dim=self._decode_head_dim,
+            kv_bytes=self._kv_element_bytes, memory_bw=self._memory_bw,
             sm_count=self._sm_count, eff=self._efficiency,
         )
+        if not self._decode_flops_per_kv_token:
+            return seconds
+        # MLA's absorbed decode does enough FLOPs per latent byte to be compute-bound when a
+        # GPU runs many heads; priced at the prefill kernel's fitted FLOP efficiency.
+        attended = kv_tokens if query_kv_tokens is None else query_kv_tokens
+        flops_s = attended * share * self._decode_flops_per_kv_token / (
+            self._attention_peak_flops * self._efficiency.attention_compute_efficiency)
+        if isinstance(seconds, np.ndarray):
+            return cast(_FloatOrArray, np.maximum(seconds, flops_s))
+        return max(seconds, flops_s)
 
     @staticmethod
     def _decode_kv_tokens(new_tokens: np.ndarray, context_tokens: np.ndarray) -> float:
@@ -283,9 +349,12 @@ class RooflineCostModel:
             self._layer_cache.clear()
         first = max(1, total_new - total_new % _LAYER_BLOCK)
         tokens = np.arange(first, first + _LAYER_BLOCK, dtype=np.float64)
-        linear_s, compute_bound = self._layer_gemms.cost_many(tokens)
-        communication_s = np.zeros_like(tokens)
-        if self._allreduce_count:
+        if self._layer_stack is not None:
+            linear_s, communication_s, compute_bound = self._layer_stack.cost_many(tokens)
+        else:
+            linear_s, compute_bound = self._layer_gemms.cost_many(tokens)
+            communication_s = np.zeros_like(tokens)
+        if self._allreduce_count and self._layer_stack is None:
             communication_s = self._allreduce_count * allreduce_seconds(
                 tokens * self._allreduce_bytes_per_token,
                 float(self.tensor_parallel),
@@ -300,7 +369,10 @@ class RooflineCostModel:
         return self._layer_cache[total_new]
 
     def _lm_head_cost(self, num_emitting: int) -> float:
-        lm_head_s, _ = self._lm_head_gemm.cost(num_emitting)
+        emitting = float(num_emitting)
+        if self._layer_stack is not None:  # data-parallel: the busiest rank's sequences
+            emitting = float(self._layer_stack.local_tokens(np.array([emitting]))[0])
+        lm_head_s, _ = self._lm_head_gemm.cost(emitting)
         if len(self._lm_head_cache) >= _MAX_CACHE_ENTRIES:
             self._lm_head_cache.clear()
         self._lm_head_cache[num_emitting] = lm_head_s
@@ -333,7 +405,7 @@ class _GemmGroup:
         self._weight_bytes = weight_bytes
         self._gpu = gpu
 
-    def cost(self, num_tokens: int) -> tuple[float, bool]:
+    def cost(self, num_tokens: float) -> tuple[float, bool]:
         """(seconds for all repeats, whether FLOP time exceeded memory time overall).
 
         Each shape is priced by `sim.roofline.gemm_seconds`, the function the fit uses; the

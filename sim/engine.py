@@ -32,7 +32,8 @@ class StepCostModel(Protocol):
     """What the engine needs from a cost model (RooflineCostModel implements it)."""
 
     def step_time(
-        self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int
+        self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
+        verifying: np.ndarray | None = None,
     ) -> _HasSeconds: ...
 
     def swap_time(self, num_tokens: int) -> float: ...
@@ -189,11 +190,13 @@ class Replica:
 
     def _run_step(self, plan: StepPlan) -> Process:
         start = self.env.now
-        duration = self.cost_model.step_time(
-            plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting
-        ).seconds
+        shape = (plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting)
+        cost = self.cost_model.step_time(*shape) if plan.verifying is None else \
+            self.cost_model.step_time(*shape, plan.verifying)  # speculative verification
+        duration = cost.seconds
         if plan.swap_tokens:
             duration += self.cost_model.swap_time(plan.swap_tokens)
+        duration += plan.draft_seconds  # speculative decoding's drafter runs first
         yield self.env.timeout(duration)
         self._finish_step(plan, start, duration)
 
@@ -237,7 +240,7 @@ class Replica:
         self.record.record_tokens(outcome.emitted, now)
         self.record.steps.append(
             start, duration, self.index, len(plan.requests), plan.total_new_tokens,
-            len(outcome.emitted), self.policy.pool.num_used, self.policy.num_waiting,
+            outcome.num_tokens, self.policy.pool.num_used, self.policy.num_waiting,
             len(plan.preempted),
         )
         for request in outcome.finished:

@@ -91,6 +91,21 @@ class RooflineEfficiency:
 
 
 @dataclass(frozen=True, slots=True)
+class BoardPower:
+    """Board power of one GPU in watts (docs/how-to/energy-and-cost.md, `sim.energy`).
+
+    `idle_w`: no step running (the model loaded, the GPU waiting); `memory_bound_w`: running
+    a step that streams weights at full memory bandwidth but leaves the tensor cores mostly
+    idle (small-batch decode); `max_w`: the board limit (TDP), reached by compute-bound steps.
+    """
+
+    idle_w: float
+    memory_bound_w: float
+    max_w: float
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
 class GpuProfile:
     """One GPU model: peaks from its spec sheet, memory, links and roofline efficiencies."""
 
@@ -109,6 +124,7 @@ class GpuProfile:
     efficiency: RooflineEfficiency
     calibration: CalibrationRecord | None = None  # where a fitted profile's values came from
     sm_count: int | None = None  # streaming multiprocessors (compute units): wave/occupancy terms
+    power: BoardPower | None = None  # None: the profile gives no power, so no energy metrics
 
     @property
     def parallel_units(self) -> float:
@@ -202,6 +218,7 @@ _TOP_LEVEL_KEYS = frozenset(
         "efficiency",
         "calibration",
         "sm_count",
+        "power",
     }
 )
 _EFFICIENCY_FRACTIONS = (
@@ -285,7 +302,23 @@ def _profile_from_mapping(doc: Mapping[str, Any], read: _Reader) -> GpuProfile:
             else None
         ),
         sm_count=sm_count,
+        power=_board_power(read.mapping(doc, "power"), read) if "power" in doc else None,
     )
+
+
+_POWER_KEYS = ("idle_w", "memory_bound_w", "max_w")
+
+
+def _board_power(block: Mapping[str, Any], read: _Reader) -> BoardPower:
+    """The optional `power` block: idle <= memory-bound <= max watts, all positive."""
+    read.no_unknown_keys(block, {*_POWER_KEYS, "source"}, "power.")
+    watts = {key: read.number(block, key, "power.", positive=True) for key in _POWER_KEYS}
+    if not watts["idle_w"] <= watts["memory_bound_w"] <= watts["max_w"]:
+        raise HardwareError(
+            f"{read.where}: key 'power' must have idle_w <= memory_bound_w <= max_w, got "
+            f"{watts['idle_w']:g}, {watts['memory_bound_w']:g}, {watts['max_w']:g}"
+        )
+    return BoardPower(**watts, source=str(block.get("source", "")))
 
 
 def _sm_count(doc: Mapping[str, Any], eff: RooflineEfficiency, read: _Reader) -> int | None:

@@ -10,7 +10,7 @@ as it takes free ones.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import islice
 
@@ -33,7 +33,8 @@ class KVBlockPool:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.prefix_caching = prefix_caching
-        self._free: deque[int] = deque(range(num_blocks))
+        # A stack (taken from the end) so that a request's blocks come off it in one slice.
+        self._free: list[int] = list(range(num_blocks - 1, -1, -1))
         self._owned: dict[int, list[int]] = {}
         # Prefix cache: key <-> block for cached blocks, how many owners use each, and the
         # unused ones in least-recently-used order (the first is evicted first).
@@ -62,14 +63,19 @@ class KVBlockPool:
         """Blocks holding a cached prefix block, used or evictable."""
         return len(self._key_of_block)
 
-    def _take(self) -> int:
-        """A block for new content: a free one, else the least recently used cached one."""
-        if self._free:
-            return self._free.popleft()
-        block, _ = self._evictable.popitem(last=False)
-        del self._block_of_key[self._key_of_block.pop(block)]
-        del self._refs[block]
-        return block
+    def _take(self, count: int) -> list[int]:
+        """`count` blocks for new content: free ones first, then the least recently used
+        cached ones (the caller has checked that there are enough)."""
+        free = self._free
+        from_free = min(count, len(free))
+        taken = free[len(free) - from_free:]
+        del free[len(free) - from_free:]
+        for _ in range(count - from_free):
+            block, _ = self._evictable.popitem(last=False)
+            del self._block_of_key[self._key_of_block.pop(block)]
+            del self._refs[block]
+            taken.append(block)
+        return taken
 
     def blocks_for(self, num_tokens: int) -> int:
         """Blocks needed to hold `num_tokens` tokens (ceiling division)."""
@@ -102,9 +108,7 @@ class KVBlockPool:
             return True
         if need > self.num_free:
             return False
-        blocks = self._owned.setdefault(owner, [])
-        for _ in range(need):
-            blocks.append(self._take())
+        self._owned.setdefault(owner, []).extend(self._take(need))
         return True
 
     def grow_many(self, owners: list[int], total_tokens: np.ndarray) -> bool:
@@ -115,8 +119,7 @@ class KVBlockPool:
             return False
         owned, take = self._owned, self._take
         for index, count in zip(growing.tolist(), short[growing].tolist(), strict=True):
-            blocks = owned.setdefault(owners[index], [])
-            blocks.extend(take() for _ in range(count))
+            owned.setdefault(owners[index], []).extend(take(count))
         return True
 
     def cached_prefix_blocks(self, keys: Sequence[int], limit: int, evicted: int = 0) -> int:

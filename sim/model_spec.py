@@ -1,8 +1,10 @@
-"""The architecture of a dense decoder-only model, and how to load one by name or from a config.
+"""The architecture of a decoder-only model, and how to load one by name or from a config.
 
 A `ModelSpec` holds only what sizes memory and cost: layer count and widths, attention heads,
-vocabulary. Models come from the shipped library (`hardware_profiles/models/library.yaml`) or
-from a Hugging Face `config.json`.
+vocabulary, and — for mixture-of-experts models — the experts (`sim.moe_spec.MoESpec`) and —
+for multi-head latent attention — the latent widths (`sim.mla.MLASpec`). Models come from the
+shipped library (`hardware_profiles/models/library.yaml`) or from a Hugging Face `config.json`
+(dense Llama/Mistral/Qwen, Mixtral, Qwen3-MoE and DeepSeek-V2/V3 layouts).
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from typing import Any
 
 import yaml
 
+from sim.mla import MLASpec
+from sim.moe_spec import MoESpec
+
 _LIBRARY_PACKAGE = "hardware_profiles"
 _LIBRARY_FILE = ("models", "library.yaml")
 
-# Keys of a config.json that mark architectures the cost model cannot price yet.
-_MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
-_MLA_KEYS = ("kv_lora_rank",)
 
 
 class ModelError(ValueError):
@@ -30,7 +32,13 @@ class ModelError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """Dimensions of a dense transformer with grouped-query attention and a gated MLP."""
+    """Dimensions of a transformer with grouped-query (or latent) attention and gated MLPs.
+
+    `intermediate_size` is the dense MLP's width: every layer's for a dense model, only the
+    first `moe.first_dense_layers` layers' for a mixture-of-experts one. For an MLA model
+    `num_kv_heads` equals `num_heads` and `head_dim` is the query/key head width; its cache
+    is `mla.latent_dim` per layer instead.
+    """
 
     name: str
     num_layers: int
@@ -44,25 +52,59 @@ class ModelSpec:
     num_params: int
     tie_word_embeddings: bool
     source: str = ""
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    num_active_params: int = 0  # published parameters used per token (MoE); 0 for dense
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts (none for a dense model)."""
+        if self.moe is None:
+            return 0
+        return max(0, self.num_layers - self.moe.first_dense_layers)
+
+    @property
+    def num_dense_layers(self) -> int:
+        """Layers with a dense MLP."""
+        return self.num_layers - self.num_moe_layers
 
     def weight_params(self) -> int:
         """Parameter count implied by the dimensions (biases, e.g. Qwen's qkv bias, ignored)."""
-        embedding = self.vocab_size * self.hidden_size
+        return self._params(active=False)
+
+    def active_params(self) -> int:
+        """Parameters one token passes through: the routed experts it uses, not all of them."""
+        return self._params(active=True)
+
+    def _params(self, *, active: bool) -> int:
+        h = self.hidden_size
+        embedding = self.vocab_size * h
         lm_head = 0 if self.tie_word_embeddings else embedding
-        final_norm = self.hidden_size
-        return embedding + self.num_layers * self.params_per_layer() + final_norm + lm_head
+        final_norm = h
+        per_layer = self.attention_params_per_layer() + 2 * h  # two RMSNorm weight vectors
+        mlp = self.num_dense_layers * 3 * h * self.intermediate_size
+        if self.moe is not None:
+            mlp += self.num_moe_layers * self.moe.layer_params(h, active=active)
+        return embedding + self.num_layers * per_layer + mlp + final_norm + lm_head
 
     def params_per_layer(self) -> int:
-        """Attention projections, the three MLP matrices and the two RMSNorm weight vectors."""
+        """Attention projections, the three MLP matrices and the two RMSNorm weight vectors
+        of a dense layer."""
+        mlp = 3 * self.hidden_size * self.intermediate_size
+        return self.attention_params_per_layer() + mlp + 2 * self.hidden_size
+
+    def attention_params_per_layer(self) -> int:
+        """Q, K, V and output projections (MLA: its down/up projections and their norms)."""
+        if self.mla is not None:
+            return self.mla.params(self.hidden_size, self.num_heads)
         h, d = self.hidden_size, self.head_dim
-        qkv = h * (self.num_heads + 2 * self.num_kv_heads) * d
-        out = self.num_heads * d * h
-        mlp = 3 * h * self.intermediate_size
-        norms = 2 * h
-        return qkv + out + mlp + norms
+        return h * (self.num_heads + 2 * self.num_kv_heads) * d + self.num_heads * d * h
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
-        """KV-cache bytes one token occupies over the whole model (all GPUs together)."""
+        """KV-cache bytes one token occupies over the whole model (one copy, before any
+        replication across GPUs). MLA: one latent per layer shared by all heads."""
+        if self.mla is not None:
+            return self.mla.kv_bytes_per_token(self.num_layers, kv_dtype_bytes)
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
 
     def check_tensor_parallel(self, tensor_parallel: int) -> None:
@@ -79,14 +121,17 @@ class ModelSpec:
                 f"{self.name} has {self.num_heads} attention heads, which tensor_parallel={tp} "
                 "does not divide"
             )
-        if self.num_kv_heads % tp and tp % self.num_kv_heads:
+        if self.mla is None and self.num_kv_heads % tp and tp % self.num_kv_heads:
             raise ModelError(
                 f"{self.name} has {self.num_kv_heads} KV heads: tensor_parallel={tp} must divide "
                 "them or be a multiple of them"
             )
 
     def kv_heads_per_gpu(self, tensor_parallel: int) -> int:
-        """KV heads each GPU holds; below one head per GPU the heads are replicated (vLLM)."""
+        """KV heads each GPU holds; below one head per GPU the heads are replicated (vLLM).
+
+        Not meaningful for MLA, whose cache is one latent (`mla.latent_dim`) per layer.
+        """
         return max(1, self.num_kv_heads // tensor_parallel)
 
 
@@ -126,7 +171,7 @@ def load_library_model(name: str) -> ModelSpec:
 
 
 def load_hf_config(path: Path) -> ModelSpec:
-    """A ModelSpec from a Hugging Face config.json; MoE and MLA models are refused."""
+    """A ModelSpec from a Hugging Face config.json (dense, Mixtral, Qwen-MoE or DeepSeek MLA)."""
     if path.is_dir():
         path = path / "config.json"
     try:
@@ -137,10 +182,6 @@ def load_hf_config(path: Path) -> ModelSpec:
         raise ModelError(f"{path}: not a readable JSON file ({exc})") from None
     if not isinstance(config, dict):
         raise ModelError(f"{path}: expected a JSON object of model settings")
-    if any(config.get(key) for key in _MOE_KEYS):
-        raise ModelError(f"{path}: mixture-of-experts models are not supported yet")
-    if any(config.get(key) for key in _MLA_KEYS):
-        raise ModelError(f"{path}: multi-head latent attention (MLA) models are not supported yet")
     return _spec_from_hf_config(_name_from_path(path), config, str(path))
 
 
@@ -185,27 +226,79 @@ _LIBRARY_INT_FIELDS = (
 
 
 def _spec_from_library_entry(name: str, entry: Mapping[str, Any], where: str) -> ModelSpec:
-    allowed = {*_LIBRARY_INT_FIELDS, "tie_word_embeddings", "source"}
+    allowed = {*_LIBRARY_INT_FIELDS, "tie_word_embeddings", "source", "moe", "mla",
+               "num_active_params"}
     unknown = sorted(set(entry) - allowed)
     if unknown:
         expected = ", ".join(sorted(allowed))
         raise ModelError(f"{where}: unknown key {unknown[0]!r}; expected one of {expected}")
     ints = {key: _positive_int(entry, key, where) for key in _LIBRARY_INT_FIELDS}
+    moe = _library_block(entry, "moe", where, _MOE_FIELDS)
+    mla = _library_block(entry, "mla", where, _MLA_FIELDS)
     spec = ModelSpec(
         name=name,
         tie_word_embeddings=_bool(entry, "tie_word_embeddings", where, default=None),
         source=str(entry.get("source", "")),
+        moe=MoESpec(**moe) if moe is not None else None,
+        mla=MLASpec(**mla) if mla is not None else None,
+        num_active_params=(
+            _positive_int(entry, "num_active_params", where) if moe is not None else 0
+        ),
         **ints,
     )
     _check_heads(spec, where)
     return spec
 
 
+# Library `moe:` / `mla:` blocks: key -> required (True) or optional with default 0 / None.
+_MOE_FIELDS = {
+    "num_experts": True,
+    "experts_per_token": True,
+    "expert_intermediate_size": True,
+    "num_shared_experts": False,
+    "shared_expert_intermediate_size": False,
+    "first_dense_layers": False,
+}
+_MLA_FIELDS = {
+    "kv_lora_rank": True,
+    "qk_rope_head_dim": True,
+    "qk_nope_head_dim": True,
+    "v_head_dim": True,
+    "q_lora_rank": False,
+}
+
+
+def _library_block(
+    entry: Mapping[str, Any], key: str, where: str, fields: Mapping[str, bool]
+) -> dict[str, Any] | None:
+    block = entry.get(key)
+    if block is None:
+        return None
+    here = f"{where}.{key}"
+    if not isinstance(block, Mapping):
+        raise ModelError(f"{here}: must be a mapping of {', '.join(fields)}")
+    unknown = sorted(set(block) - set(fields))
+    if unknown:
+        raise ModelError(f"{here}: unknown key {unknown[0]!r}; expected one of "
+                         f"{', '.join(fields)}")
+    values: dict[str, Any] = {}
+    for name, required in fields.items():
+        if required or block.get(name) is not None:
+            values[name] = _positive_int(block, name, here) if required else _count(
+                block, name, here)
+    return values
+
+
 def _spec_from_hf_config(name: str, config: Mapping[str, Any], where: str) -> ModelSpec:
     hidden = _positive_int(config, "hidden_size", where)
     heads = _positive_int(config, "num_attention_heads", where)
-    kv_heads = _positive_int(config, "num_key_value_heads", where, default=heads)
-    head_dim = _positive_int(config, "head_dim", where, default=hidden // heads or None)
+    mla = _mla_from_hf(config, where)
+    moe = _moe_from_hf(config, where)
+    if mla is not None:  # one latent for all heads; head_dim is the query/key width
+        kv_heads, head_dim = heads, mla.qk_head_dim
+    else:
+        kv_heads = _positive_int(config, "num_key_value_heads", where, default=heads)
+        head_dim = _positive_int(config, "head_dim", where, default=hidden // heads or None)
     partial = ModelSpec(
         name=name,
         num_layers=_positive_int(config, "num_hidden_layers", where),
@@ -219,14 +312,68 @@ def _spec_from_hf_config(name: str, config: Mapping[str, Any], where: str) -> Mo
         num_params=0,
         tie_word_embeddings=_bool(config, "tie_word_embeddings", where, default=False),
         source=f"Hugging Face config {where}",
+        moe=moe,
+        mla=mla,
     )
     _check_heads(partial, where)
     # A config.json carries no parameter count; the architecture's count is exact for the
-    # dense models it can describe.
-    return replace(partial, num_params=partial.weight_params())
+    # models it can describe (a DeepSeek checkpoint's multi-token-prediction layer is not
+    # served and not counted).
+    return replace(
+        partial, num_params=partial.weight_params(),
+        num_active_params=partial.active_params() if moe is not None else 0,
+    )
+
+
+def _moe_from_hf(config: Mapping[str, Any], where: str) -> MoESpec | None:
+    """Mixtral (`num_local_experts`), Qwen-MoE (`num_experts`) or DeepSeek
+    (`n_routed_experts`) routing; None for a dense config."""
+    key = next((k for k in ("num_local_experts", "num_experts", "n_routed_experts")
+                if config.get(k)), None)
+    if key is None:
+        return None
+    if config.get("moe_layer_freq", 1) != 1 or config.get("decoder_sparse_step", 1) != 1:
+        raise ModelError(f"{where}: MoE layers interleaved with dense ones "
+                         "(moe_layer_freq / decoder_sparse_step != 1) are not supported")
+    if config.get("mlp_only_layers"):
+        raise ModelError(f"{where}: key 'mlp_only_layers' must be empty (dense layers inside "
+                         "the MoE stack are not supported)")
+    # Mixtral's experts are `intermediate_size` wide; Qwen and DeepSeek name the width.
+    width_key = "intermediate_size" if key == "num_local_experts" else "moe_intermediate_size"
+    expert_width = _positive_int(config, width_key, where)
+    shared = _count(config, "n_shared_experts", where)  # DeepSeek: each expert-sized
+    shared_width = expert_width if shared else 0
+    qwen_shared = _count(config, "shared_expert_intermediate_size", where)
+    if qwen_shared:  # Qwen2-MoE: one shared expert of its own width
+        shared, shared_width = 1, qwen_shared
+    return MoESpec(
+        num_experts=_positive_int(config, key, where),
+        experts_per_token=_positive_int(config, "num_experts_per_tok", where),
+        expert_intermediate_size=expert_width,
+        num_shared_experts=shared,
+        shared_expert_intermediate_size=shared_width,
+        first_dense_layers=_count(config, "first_k_dense_replace", where),
+    )
+
+
+def _mla_from_hf(config: Mapping[str, Any], where: str) -> MLASpec | None:
+    if not config.get("kv_lora_rank"):
+        return None
+    q_lora = config.get("q_lora_rank")
+    return MLASpec(
+        kv_lora_rank=_positive_int(config, "kv_lora_rank", where),
+        qk_rope_head_dim=_positive_int(config, "qk_rope_head_dim", where),
+        qk_nope_head_dim=_positive_int(config, "qk_nope_head_dim", where),
+        v_head_dim=_positive_int(config, "v_head_dim", where),
+        q_lora_rank=None if q_lora is None else _positive_int(config, "q_lora_rank", where),
+    )
 
 
 def _check_heads(spec: ModelSpec, where: str) -> None:
+    moe = spec.moe
+    if moe is not None and moe.experts_per_token > moe.num_experts:
+        raise ModelError(f"{where}: experts per token ({moe.experts_per_token}) exceed the "
+                         f"{moe.num_experts} experts")
     if spec.num_heads % spec.num_kv_heads:
         raise ModelError(
             f"{where}: num_heads ({spec.num_heads}) must be a multiple of num_kv_heads "
@@ -247,6 +394,16 @@ def _positive_int(
     return value
 
 
+def _count(mapping: Mapping[str, Any], key: str, where: str) -> int:
+    """An optional non-negative integer, 0 when absent or null."""
+    value = mapping.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ModelError(f"{where}: key {key!r} must be a non-negative integer, got {value!r}")
+    return value
+
+
 def _bool(mapping: Mapping[str, Any], key: str, where: str, default: bool | None) -> bool:
     value = mapping.get(key, default)
     if value is None:
@@ -257,6 +414,8 @@ def _bool(mapping: Mapping[str, Any], key: str, where: str, default: bool | None
 
 
 __all__ = [
+    "MLASpec",
+    "MoESpec",
     "ModelError",
     "ModelSpec",
     "library_model_names",

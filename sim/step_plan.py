@@ -34,6 +34,11 @@ class StepPlan:
     # Set by a policy that already counted them for `repeatable_steps`: the cumulative KV
     # blocks beyond those held that repeating this decode plan needs by each step.
     kv_growth: np.ndarray | None = None
+    # Speculative decoding: the requests verifying proposals this step, and the drafter's
+    # seconds before the step (policies/speculative.py).
+    speculated: list[Request] = field(default_factory=list)
+    draft_seconds: float = 0.0
+    verifying: np.ndarray | None = None  # per cost-shape sequence: verifies proposals
 
     @property
     def is_empty(self) -> bool:
@@ -73,6 +78,12 @@ class StepOutcome:
 
     emitted: list[Request] = field(default_factory=list)
     finished: list[Request] = field(default_factory=list)
+    extra_tokens: int = 0  # tokens emitted beyond one per emitting request (speculation)
+
+    @property
+    def num_tokens(self) -> int:
+        """Output tokens the step emitted."""
+        return len(self.emitted) + self.extra_tokens
 
 
 def apply_tokens(plan: StepPlan) -> StepOutcome:

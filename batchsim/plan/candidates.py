@@ -12,6 +12,7 @@ from batchsim.config import DisaggregatedArm, PlanCandidatesConfig, PlanConfig, 
 from batchsim.config_loader import ConfigError
 from batchsim.plan.cost import cost_per_hour, usd_per_million_tokens
 from batchsim.plan.evaluate import DOES_NOT_FIT, MEETS, Evaluation
+from batchsim.plan.objective import COST, GPUS, objective_value
 from batchsim.plan.setups import Setup, Variant, make_setup, safe_name
 
 _STATUS_ORDER = {MEETS: 0, DOES_NOT_FIT: 2}  # anything else (misses) is 1
@@ -40,6 +41,8 @@ def candidate_setups(file: Path, variant: Variant, plan: PlanConfig, slo: SLOCon
             "tensor_parallel": list(candidates.tensor_parallel or [exp.tensor_parallel]),
         }
         if not isinstance(arm, DisaggregatedArm):
+            if candidates.pipeline_parallel:  # only when asked: labels keep their old form
+                axes["pipeline_parallel"] = list(candidates.pipeline_parallel)
             axes["replicas"] = list(candidates.replicas or [exp.replicas])
         for values in itertools.product(*axes.values()):
             deployment = dict(zip(axes, values, strict=True))
@@ -51,19 +54,23 @@ def candidate_setups(file: Path, variant: Variant, plan: PlanConfig, slo: SLOCon
 
 def _label(arm: str, deployment: dict[str, Any]) -> str:
     parts = [arm, str(deployment["hardware"]), f"tp{deployment['tensor_parallel']}"]
+    if "pipeline_parallel" in deployment:
+        parts[-1] += f"pp{deployment['pipeline_parallel']}"
     if "replicas" in deployment:
         parts.append(f"x{deployment['replicas']}")
     return " ".join(parts)
 
 
-def rank(evaluations: list[Evaluation], prices: dict[str, float]) -> list[dict[str, Any]]:
-    """One row per candidate, best first: meets (cheapest, then fewest GPUs), misses, does not
-    fit; ties by label, so the order is the same on every run."""
+def rank(evaluations: list[Evaluation], prices: dict[str, float],
+         objective: str | None = None) -> list[dict[str, Any]]:
+    """One row per candidate, best first: meets (by the objective — default cheapest when
+    priced, else fewest GPUs — then fewest GPUs), misses, does not fit; ties by label, so the
+    order is the same on every run."""
     rows = [candidate_row(e, prices) for e in evaluations]
+    objective = objective or (COST if prices else GPUS)
 
     def key(row: dict[str, Any]) -> tuple[Any, ...]:
-        cost = row["usd_per_hour"]
-        return (_STATUS_ORDER.get(row["status"], 1), cost if cost is not None else 0.0,
+        return (_STATUS_ORDER.get(row["status"], 1), objective_value(row, objective),
                 row["gpus"], row["label"])
 
     ranked = sorted(rows, key=key)
@@ -87,5 +94,6 @@ def candidate_row(evaluation: Evaluation, prices: dict[str, float]) -> dict[str,
         "usd_per_hour": per_hour,
         "usd_per_million_output_tokens": usd_per_million_tokens(per_hour, served_tokens(
             evaluation)),
+        "joules_per_output_token": evaluation.metric("energy", "joules_per_output_token"),
         "status": evaluation.status, "reasons": evaluation.reasons, "folder": setup.folder,
     }

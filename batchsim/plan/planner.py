@@ -14,9 +14,10 @@ from batchsim.config import Experiment, PlanConfig, SLOConfig
 from batchsim.config_loader import ConfigError, load_experiment
 from batchsim.executors import Executor
 from batchsim.plan.candidates import candidate_setups
-from batchsim.plan.cost import cost_per_hour
+from batchsim.plan.cost import cost_per_hour, plan_prices
 from batchsim.plan.evaluate import Evaluation, PlanRunner
 from batchsim.plan.max_rate import MaxRateSearch
+from batchsim.plan.objective import check_energy_profiles, resolve_objective
 from batchsim.plan.runs import RunStats
 from batchsim.plan.setups import Setup, Variant
 from batchsim.plan.verdict import slo_targets
@@ -86,12 +87,15 @@ def load_variants(file: Path, overrides: list[str], plan: PlanConfig) -> list[Va
 
 
 def _check_names(variants: list[Variant], plan: PlanConfig) -> None:
-    """Unknown models or GPUs are mistakes in the file: fail before running anything."""
+    """Unknown models or GPUs, or an objective they cannot give, are mistakes in the file:
+    fail before running anything."""
     for variant in variants:
         load_model(variant.exp.model, variant.base_dir)
         listed = plan.candidates.hardware if plan.candidates else None
-        for hardware in sorted({variant.exp.hardware, *(listed or [])}):
-            load_gpu_profile(hardware, variant.base_dir)
+        profiles = [load_gpu_profile(hardware, variant.base_dir)
+                    for hardware in sorted({variant.exp.hardware, *(listed or [])})]
+        objective = resolve_objective(plan, plan_prices(variant.exp, plan))
+        check_energy_profiles(objective, profiles)
 
 
 def build_searches(file: Path, variants: list[Variant], plan: PlanConfig,
@@ -104,8 +108,9 @@ def build_searches(file: Path, variants: list[Variant], plan: PlanConfig,
         candidates = None
         if plan.target_rate is not None:
             setups = candidate_setups(file, variant, plan, slo, parameter)
+            prices = plan_prices(variant.exp, plan)
             for setup in setups:  # every GPU kind priced, or none: fail before running
-                cost_per_hour(setup.gpus_by_hardware, plan.price_per_gpu_hour)
+                cost_per_hour(setup.gpus_by_hardware, prices)
             candidates = CandidateSearch(setups)
         plans.append(VariantPlan(variant, max_rate, candidates))
     return plans

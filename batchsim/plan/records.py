@@ -10,9 +10,10 @@ from typing import Any
 
 from batchsim.outputs import json_safe
 from batchsim.plan.candidates import rank, served_tokens
-from batchsim.plan.cost import cost_per_hour, usd_per_million_tokens
+from batchsim.plan.cost import cost_per_hour, plan_prices, usd_per_million_tokens
 from batchsim.plan.evaluate import MEETS, Evaluation
 from batchsim.plan.max_rate import MaxRateSearch
+from batchsim.plan.objective import resolve_objective
 from batchsim.plan.pareto import pareto_front, pareto_points
 from batchsim.plan.planner import PlanResult, VariantPlan
 from batchsim.plan.runs import TtftTrend
@@ -29,6 +30,7 @@ def evaluation_record(evaluation: Evaluation, prices: dict[str, float]) -> dict[
         "deployment": setup.deployment, "gpus": setup.gpus,
         "gpus_by_hardware": setup.gpus_by_hardware, "usd_per_hour": per_hour,
         "usd_per_million_output_tokens": usd_per_million_tokens(per_hour, tokens),
+        "joules_per_output_token": evaluation.metric("energy", "joules_per_output_token"),
         "status": evaluation.status, "reasons": evaluation.reasons,
         "missed": evaluation.verdict.missed if evaluation.verdict else None,
         "p99": evaluation.verdict.p99 if evaluation.verdict else None,
@@ -64,16 +66,17 @@ def max_rate_record(search: MaxRateSearch, prices: dict[str, float]) -> dict[str
 
 
 def candidates_record(variant_plan: VariantPlan, target: float | None,
-                      prices: dict[str, float]) -> dict[str, Any] | None:
+                      prices: dict[str, float], objective: str) -> dict[str, Any] | None:
     if variant_plan.candidates is None:
         return None
     evaluations = variant_plan.candidates.evaluations
-    ranked = rank(evaluations, prices)
+    ranked = rank(evaluations, prices, objective)
     by_label = {e.setup.label: e for e in evaluations}
     rows = [{**row, **evaluation_record(by_label[row["label"]], prices), "rank": row["rank"]}
             for row in ranked]
     best = rows[0] if rows and rows[0]["status"] == MEETS else None
-    return {"target_rate": target, "answer": best["label"] if best else None, "ranked": rows}
+    return {"target_rate": target, "objective": objective,
+            "answer": best["label"] if best else None, "ranked": rows}
 
 
 def all_evaluations(variant_plan: VariantPlan) -> list[Evaluation]:
@@ -90,7 +93,8 @@ def pareto_record(variant_plan: VariantPlan) -> dict[str, Any]:
 
 
 def plan_document(result: PlanResult, versions: dict[str, str]) -> dict[str, Any]:
-    prices = result.plan.price_per_gpu_hour
+    prices = plan_prices(result.exp, result.plan)
+    objective = resolve_objective(result.plan, prices)
     variants: list[dict[str, Any]] = []
     for variant_plan in result.variants:
         variant = variant_plan.variant
@@ -99,7 +103,8 @@ def plan_document(result: PlanResult, versions: dict[str, str]) -> dict[str, Any
             "set": list(variant.overrides[len(result.variants[0].variant.overrides):]),
             "folder": variant.folder,
             "max_rate": [max_rate_record(s, prices) for s in variant_plan.max_rate],
-            "candidates": candidates_record(variant_plan, result.plan.target_rate, prices),
+            "candidates": candidates_record(variant_plan, result.plan.target_rate, prices,
+                                            objective),
             "pareto": pareto_record(variant_plan),
         })
     return json_safe({

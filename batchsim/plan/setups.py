@@ -17,6 +17,7 @@ import yaml
 
 from batchsim.config import Arm, DisaggregatedArm, Experiment, SLOConfig
 from batchsim.config_loader import ConfigError, load_experiment
+from batchsim.deployment_size import arm_experiment, colocated_gpus
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +77,10 @@ def plan_overrides(slo: SLOConfig, arm: Arm, parameter: str, load: float) -> lis
 
 
 def gpus_by_hardware(exp: Experiment, arm: Arm) -> dict[str, int]:
-    """GPUs an arm occupies, by hardware: replicas × tensor parallel, or both pools of a
+    """GPUs an arm occupies, by hardware: replicas × GPUs per replica, or both pools of a
     disaggregated arm (each with its own hardware, replicas and tensor parallelism)."""
     if not isinstance(arm, DisaggregatedArm):
-        return {exp.hardware: exp.replicas * exp.tensor_parallel}
+        return {arm_experiment(exp, arm).hardware: colocated_gpus(exp, arm)}
     use: dict[str, int] = {}
     for role in ("prefill", "decode"):
         hardware = getattr(arm, f"{role}_hardware") or exp.hardware
@@ -101,7 +102,7 @@ def make_setup(file: Path, variant: Variant, slo: SLOConfig, arm_name: str, para
     except ConfigError as err:
         raise ConfigError(f"plan ({variant.name}, {label}): {err}") from None
     resolved = {"hardware": exp.hardware, "tensor_parallel": exp.tensor_parallel,
-                "replicas": exp.replicas}
+                "pipeline_parallel": exp.pipeline_parallel, "replicas": exp.replicas}
     return Setup(variant.name, arm_name, label, f"{variant.folder}/{folder}", tuple(overrides),
                  load, resolved, gpus_by_hardware(exp, exp.policies[0]),
                  fit_problem(exp, base_dir))

@@ -1,8 +1,8 @@
 """The comparison table: metrics down the side, one column per arm, from summary.json.
 
 Rows are declared once (label, how to read the cell). Common metrics always have a row, with
-"–" where an arm lacks the number; the rows of optional metrics (disaggregation, tenants,
-clipping) appear when some arm has them. Keys the table does not know are left to
+"–" where an arm lacks the number; the rows of optional metrics (energy, cost, disaggregation,
+tenants, clipping) appear when some arm has them. Keys the table does not know are left to
 summary.json, never an error.
 """
 
@@ -129,6 +129,18 @@ COMMON_ROWS = (
     Row("GPU busy", _percent_of("gpu_busy_fraction")),
 )
 
+# Energy needs a profile with `power`, cost a price (`pricing`): rows only when some arm has it.
+ENERGY_ROWS = (
+    Row("energy per output token (J)", _fmt(",.3f", "energy", "joules_per_output_token"),
+        optional=True),
+    Row("mean power per GPU (W)", _fmt(",.0f", "energy", "mean_power_per_gpu_w"),
+        optional=True),
+    Row("$ per M output tokens", _fmt(",.3f", "cost", "usd_per_million_output_tokens"),
+        optional=True),
+    Row("$ per M total tokens", _fmt(",.3f", "cost", "usd_per_million_total_tokens"),
+        optional=True),
+)
+
 OPTIONAL_ROWS = (
     Row("GPUs", _fmt(",.0f", "gpus"), optional=True),
     Row("KV transfer p50 / p99", _p50_p99("kv_transfer_s"), optional=True),
@@ -160,7 +172,7 @@ def _tenant_rows(metrics: list[Metrics]) -> list[Row]:
 def table_rows(metrics: list[Metrics]) -> list[tuple[str, list[tuple[str, bool]]]]:
     """(label, [(cell text, alert) per arm]) for every row that is shown."""
     shown = []
-    for row in (*COMMON_ROWS, *OPTIONAL_ROWS, *_tenant_rows(metrics)):
+    for row in (*COMMON_ROWS, *ENERGY_ROWS, *OPTIONAL_ROWS, *_tenant_rows(metrics)):
         cells = [row.cell(m) for m in metrics]
         if row.optional and all(cell is None for cell in cells):
             continue

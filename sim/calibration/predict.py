@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from sim.calibration.tables import allreduce_message_bytes
 from sim.dtypes import ACTIVATION_BYTES
 from sim.hardware import GpuProfile, RooflineEfficiency
 from sim.roofline import (
@@ -67,7 +68,7 @@ def predict_prefill(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency
 
 def predict_allreduce(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
     return allreduce_seconds(
-        _column(rows, "message_size"), _column(rows, "num_gpus"),
+        allreduce_message_bytes(rows), _column(rows, "num_gpus"),
         link_bw=gpu.intra_node_bandwidth_bytes_per_s, eff=eff,
     )
 

@@ -4,7 +4,9 @@ Both use the columns of NVIDIA aiconfigurator's per-operator tables (latency in 
 - `*gemm_perf*.csv[.gz]`: m, n, k, latency
 - `*context_attention_perf*`: batch_size, isl, num_heads, num_key_value_heads, head_dim, latency
 - `*generation_attention_perf*`: the same with isl = 1 and step = KV-cache length read
-- `*nccl*.csv`: op_name, num_gpus, message_size (bytes), latency
+- `*nccl*.csv`: op_name, num_gpus, message_size, latency. `message_size` counts elements of
+  `nccl_dtype` (half when the column is absent), not bytes: aiconfigurator's collector divides
+  the nccl-tests byte size by the element size before writing it (`allreduce_message_bytes`).
 
 Extra columns are allowed; rows of other dtypes, kernels or ops are filtered out and the filter
 is recorded, so a profile says exactly which rows it was fitted on.
@@ -15,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sim.calibration.record import FAMILIES, MeasurementSource
@@ -139,6 +142,22 @@ def _attention_rows(frame: pd.DataFrame, decode: bool) -> tuple[pd.DataFrame, st
         frame = frame[frame["isl"] == 1]
     frame = _majority_kernel(frame, notes)
     return frame, "; ".join(notes) or "all rows"
+
+
+_NCCL_ELEMENT_BYTES = {"half": 2.0, "bfloat16": 2.0, "float": 4.0, "int8": 1.0}
+
+
+def allreduce_message_bytes(rows: pd.DataFrame) -> np.ndarray:
+    """Bytes of each all-reduce row's message: `message_size` elements of `nccl_dtype`."""
+    elements = rows["message_size"].to_numpy(dtype=np.float64)
+    if "nccl_dtype" not in rows.columns:
+        return elements * _NCCL_ELEMENT_BYTES["half"]
+    dtypes = rows["nccl_dtype"].astype(str)
+    unknown = sorted(set(dtypes) - set(_NCCL_ELEMENT_BYTES))
+    if unknown:
+        raise MeasurementError(f"nccl_dtype {unknown[0]!r} is not one of "
+                               f"{', '.join(_NCCL_ELEMENT_BYTES)}")
+    return elements * dtypes.map(_NCCL_ELEMENT_BYTES).to_numpy(dtype=np.float64)
 
 
 def _allreduce_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:

@@ -6,11 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from sim.calibration.fit import fit_profile
 from sim.calibration.predict import PREDICTORS
-from sim.calibration.tables import MeasurementError, load_measurements
+from sim.calibration.tables import MeasurementError, allreduce_message_bytes, load_measurements
 from sim.hardware import load_gpu_profile
 
 _SAMPLES = Path(__file__).resolve().parents[2] / "hardware_profiles" / "measurements"
@@ -70,3 +71,24 @@ def test_batchsim_imports_and_lists_profiles_without_torch() -> None:
     ).stdout
     assert "h100-sxm" in output and "calibrated; held-out median/p90 error: gemm" in output
     assert "b200" in output and "uncalibrated" in output
+
+
+def test_nccl_message_size_counts_elements_of_its_dtype() -> None:
+    """aiconfigurator's collector writes nccl-tests' byte size divided by the element size, so
+    a half row of 268,435,456 elements is a 512 MiB message (and so is an int8 row of twice
+    as many): the fit must see bytes, as the cost model passes them."""
+    rows = pd.DataFrame({"message_size": [268_435_456, 536_870_912, 1024],
+                         "nccl_dtype": ["half", "int8", "half"]})
+    assert allreduce_message_bytes(rows).tolist() == [2.0**29, 2.0**29, 2048.0]
+    # The shipped held-out samples keep no dtype column: they are the half rows.
+    assert allreduce_message_bytes(rows[["message_size"]]).tolist()[0] == 2.0**29
+    with pytest.raises(MeasurementError, match="nccl_dtype 'fp7'"):
+        allreduce_message_bytes(rows.assign(nccl_dtype="fp7"))
+
+
+def test_the_fitted_allreduce_bandwidth_is_plausible() -> None:
+    """NCCL all-reduce on NVLink reaches roughly half the link's bandwidth as bus bandwidth at
+    large messages; a fit that read elements as bytes landed near a quarter."""
+    for name in ("a100-sxm-80gb", "h100-sxm", "h200-sxm"):
+        efficiency = load_gpu_profile(name).efficiency.allreduce_bandwidth_efficiency
+        assert 0.4 < efficiency < 0.8, name

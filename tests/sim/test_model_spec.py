@@ -150,12 +150,15 @@ def test_config_with_a_bad_value_names_the_key(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("expert_key", ["num_local_experts", "n_routed_experts"])
-def test_mixture_of_experts_configs_are_refused(tmp_path: Path, expert_key: str) -> None:
+def test_mixture_of_experts_config_without_top_k_names_the_key(
+    tmp_path: Path, expert_key: str
+) -> None:
     config = json.loads(_shipped_config(_SHIPPED_8B_CONFIG).read_text(encoding="utf-8"))
     config[expert_key] = 8
+    config["moe_intermediate_size"] = 1024
     path = tmp_path / "moe.json"
     path.write_text(json.dumps(config), encoding="utf-8")
-    with pytest.raises(ModelError, match="mixture-of-experts models are not supported yet"):
+    with pytest.raises(ModelError, match="missing required key 'num_experts_per_tok'"):
         load_model(str(path))
 
 

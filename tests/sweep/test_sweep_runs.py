@@ -68,6 +68,29 @@ def test_completed_points_are_not_run_again(experiment: Path, tmp_path: Path) ->
     assert skipped == [True, False]
 
 
+def test_points_run_again_when_a_file_they_read_changed(tmp_path: Path) -> None:
+    """Recalibrating a profile (or editing a trace) changes no configuration key, but the
+    results on disk were computed from the old file: those points must run again."""
+    shipped = Path(__file__).resolve().parents[2] / "hardware_profiles" / "gpus" / "h100-sxm.yaml"
+    profile = tmp_path / "my-gpu.yaml"
+    profile.write_text(shipped.read_text(encoding="utf-8"), encoding="utf-8")
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**EXPERIMENT, "hardware": "my-gpu.yaml"}), encoding="utf-8")
+    plan = _plan(path, tmp_path / "out")
+    first = run_sweep(plan, InProcess())
+    skipped: list[bool] = []
+    run_sweep(plan, InProcess(), on_done=lambda task, outcome: skipped.append(outcome.skipped))
+    assert skipped == [True, True]
+    text = profile.read_text(encoding="utf-8")
+    profile.write_text(text.replace("step_overhead_s: 2.000e-04", "step_overhead_s: 4.000e-04"),
+                       encoding="utf-8")
+    skipped.clear()
+    again = run_sweep(plan, InProcess(), on_done=lambda task, outcome: skipped.append(
+        outcome.skipped))
+    assert skipped == [False, False]
+    assert again[0]["metrics"]["e2e_s"] != first[0]["metrics"]["e2e_s"]
+
+
 def test_replications_use_independent_seeds_and_give_intervals(experiment: Path,
                                                                tmp_path: Path) -> None:
     seeds = replication_seeds(3, 3)
