@@ -189,7 +189,11 @@ def models() -> None:
     """List the model library."""
     for name in library_model_names():
         spec = load_model(name)
-        typer.echo(f"{name:16s} {spec.num_params / 1e9:6.1f} B params  "
+        active = spec.active_params()
+        kind = "dense" if spec.moe is None else f"MoE, {active / 1e9:.1f} B active"
+        attention = "; MLA" if spec.mla is not None else ""
+        typer.echo(f"{name:16s} {spec.num_params / 1e9:6.1f} B params ({kind}{attention})  "
+                   f"KV {spec.kv_bytes_per_token(2) / 1024:.0f} KiB/token (bf16)  "
                    f"max_position_embeddings {spec.max_position_embeddings}")
 
 

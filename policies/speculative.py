@@ -107,6 +107,7 @@ def shape_speculative_step(plan: StepPlan, speculation: Speculation) -> None:
     plan.cost_new_tokens = plan.cost_new_tokens.copy()
     plan.cost_new_tokens[decodes] += k
     plan.num_emitting += k * decodes.size
+    plan.verified_tokens = k * decodes.size
     plan.speculated = [plan.requests[i] for i in decodes.tolist()]
     plan.verifying = np.zeros(len(plan.requests), dtype=bool)
     plan.verifying[decodes] = True

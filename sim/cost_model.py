@@ -192,6 +192,25 @@ class RooflineCostModel:
         if total_new <= 0:
             raise ValueError("step_time of a step with no new tokens")
 
+        linear_s, communication_s, overhead_s, compute_bound = self._fixed_parts(
+            total_new, num_emitting, num_seqs)
+        if verifying is not None and verifying.any():
+            attention_s = self._verify_attention_s(new_tokens, context_tokens, verifying)
+        else:
+            attention_s = self._attention_s(new_tokens, context_tokens, total_new, num_seqs)
+        return StepCost(
+            seconds=linear_s + attention_s + communication_s + overhead_s,
+            linear_s=linear_s,
+            attention_s=attention_s,
+            communication_s=communication_s,
+            overhead_s=overhead_s,
+            compute_bound_linear=compute_bound,
+        )
+
+    def _fixed_parts(self, total_new: int, num_emitting: int,
+                     num_seqs: int) -> tuple[float, float, float, bool]:
+        """What a step costs besides attention: the layers' GEMMs and the LM head, the
+        all-reduces, and the per-step overhead (linear, communication, overhead, bound)."""
         layers = self._layer_cache.get(total_new)
         if layers is None:
             layers = self._layer_cost(total_new)
@@ -201,20 +220,8 @@ class RooflineCostModel:
             if lm_head_s is None:
                 lm_head_s = self._lm_head_cost(num_emitting)
             linear_s += lm_head_s
-
-        if verifying is not None and verifying.any():
-            attention_s = self._verify_attention_s(new_tokens, context_tokens, verifying)
-        else:
-            attention_s = self._attention_s(new_tokens, context_tokens, total_new, num_seqs)
         overhead_s = self._step_overhead_s + self._per_seq_overhead_s * num_seqs
-        return StepCost(
-            seconds=linear_s + attention_s + communication_s + overhead_s,
-            linear_s=linear_s,
-            attention_s=attention_s,
-            communication_s=communication_s,
-            overhead_s=overhead_s,
-            compute_bound_linear=compute_bound,
-        )
+        return linear_s, communication_s, overhead_s, compute_bound
 
     def swap_time(self, num_tokens: int) -> float:
         """Seconds to copy `num_tokens` tokens of KV one way over PCIe.
@@ -294,13 +301,14 @@ class RooflineCostModel:
         """
         if not (new_tokens == 1).all():
             raise ValueError("decode_step_seconds needs a decode-only batch (one token each)")
-        first = self.step_time(new_tokens, context_tokens, num_emitting)
         num_seqs = new_tokens.shape[0]
+        linear_s, communication_s, overhead_s, _ = self._fixed_parts(num_seqs, num_emitting,
+                                                                     num_seqs)
         kv_tokens = (
             float(context_tokens.sum()) + num_seqs * np.arange(num_steps, dtype=np.float64)
         ) + num_seqs
         attention_s = self._decode_attention_s(kv_tokens, num_seqs)
-        return ((first.linear_s + attention_s) + first.communication_s) + first.overhead_s
+        return ((linear_s + attention_s) + communication_s) + overhead_s
 
     def _decode_attention_s(self, kv_tokens: _FloatOrArray, num_seqs: int) -> _FloatOrArray:
         """Decode attention of `num_seqs` sequences reading `kv_tokens` cached tokens in all

@@ -239,9 +239,9 @@ class Replica:
         outcome = self.policy.on_step_done(plan, now)
         self.record.record_tokens(outcome.emitted, now)
         self.record.steps.append(
-            start, duration, self.index, len(plan.requests), plan.total_new_tokens,
-            outcome.num_tokens, self.policy.pool.num_used, self.policy.num_waiting,
-            len(plan.preempted),
+            start, duration, self.index, len(plan.requests),
+            plan.total_new_tokens + plan.verified_tokens, outcome.num_tokens,
+            self.policy.pool.num_used, self.policy.num_waiting, len(plan.preempted),
         )
         for request in outcome.finished:
             request.finish_s = now

@@ -34,6 +34,14 @@ def check_pipeline_parallel(model: ModelSpec, pipeline_parallel: int) -> None:
             f"{model.name} has {model.num_layers} layers, which pipeline_parallel={pp} does not "
             "divide (each stage holds an equal share)"
         )
+    if pp > 1 and model.moe is not None and model.moe.first_dense_layers:
+        # Every stage is priced as the same slice of layers; a model whose first layers differ
+        # from the rest (DeepSeek-V3's dense ones) would get them in every stage.
+        raise ModelError(
+            f"{model.name}'s first {model.moe.first_dense_layers} layers are dense and the rest "
+            "mixture-of-experts: pipeline stages of unequal layers are not modelled "
+            "(use pipeline_parallel: 1)"
+        )
 
 
 def layers_per_stage(model: ModelSpec, pipeline_parallel: int) -> int:

@@ -39,6 +39,7 @@ class StepPlan:
     speculated: list[Request] = field(default_factory=list)
     draft_seconds: float = 0.0
     verifying: np.ndarray | None = None  # per cost-shape sequence: verifies proposals
+    verified_tokens: int = 0  # proposals the target computes this step (k per verification)
 
     @property
     def is_empty(self) -> bool:

@@ -132,3 +132,17 @@ def test_expected_experts_touched_grows_to_all() -> None:
     assert moe.expected_experts_touched(1) == pytest.approx(8)
     assert moe.expected_experts_touched(4) == pytest.approx(256 * (1 - (1 - 8 / 256) ** 4))
     assert moe.expected_experts_touched(2000) == pytest.approx(256)
+
+
+def test_the_models_command_lists_total_and_active_parameters() -> None:
+    from typer.testing import CliRunner
+
+    from batchsim.cli import app
+
+    result = CliRunner().invoke(app, ["models"])
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line for line in result.output.splitlines()}
+    assert "46.7 B params (MoE, 12.9 B active)" in lines["mixtral-8x7b"]
+    assert "(MoE, 37.6 B active; MLA)" in lines["deepseek-v3"]
+    assert "KV 69 KiB/token" in lines["deepseek-v3"]  # 61 layers x 576 latent elements x 2 B
+    assert "(dense)" in lines["llama-3.1-8b"] and "KV 128 KiB/token" in lines["llama-3.1-8b"]

@@ -146,3 +146,15 @@ def test_pipeline_degrees_that_do_not_split_the_layers_are_errors() -> None:
                           weight_dtype="bf16", kv_dtype="bf16")
     with pytest.raises(ValueError, match="empty step"):
         _pp(4, 2).step_time(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0)
+
+
+def test_a_model_with_leading_dense_layers_refuses_pipeline_stages() -> None:
+    from dataclasses import replace
+
+    from sim.model_spec import ModelError, load_model
+    from sim.pipeline_stages import check_pipeline_parallel
+
+    deepseek = replace(load_model("deepseek-v3"), num_layers=60)  # 61 has no divisor anyway
+    with pytest.raises(ModelError, match="first 3 layers are dense"):
+        check_pipeline_parallel(deepseek, 2)
+    check_pipeline_parallel(load_model("mixtral-8x7b"), 2)  # every layer alike: fine

@@ -86,6 +86,16 @@ def test_every_request_gets_exactly_its_output(low_load: ExperimentResult) -> No
         assert int(arm.timeseries["output_tokens"].sum()) == 40 * 101
 
 
+def test_the_step_log_counts_the_verified_proposals_as_computed(
+        low_load: ExperimentResult) -> None:
+    """256 prompt tokens, then 100 tokens after the first: plain decoding computes 100; with
+    every proposal accepted 20 verifications of 5 compute the same 100; with none accepted,
+    100 verifications of 5 compute 500."""
+    computed = {a.name: int(a.timeseries["new_tokens"].sum()) for a in low_load.arms}
+    assert computed["plain"] == computed["a1"] == computed["a1-chunked"] == 40 * (256 + 100)
+    assert computed["a0"] == 40 * (256 + 500)
+
+
 def test_it_helps_at_low_batch_and_hurts_when_compute_bound(tmp_path: Path) -> None:
     arms = [{"name": "plain", "kind": "continuous"},
             {"name": "spec", "kind": "continuous", "speculative": _spec(0.6, k=3)}]
