@@ -33,15 +33,23 @@ def test_verification_reads_the_cache_once() -> None:
 
 def test_mla_verification_flops_grow_with_the_queries() -> None:
     """DeepSeek-V3's absorbed decode does ~2·(512 + 64) + 2·512 FLOPs per head per cached token
-    per query: with all 128 heads on one GPU it is compute-bound, so k + 1 queries cost about
-    k + 1 times the attention of one."""
-    model = _model("deepseek-v3", 8, "fp8")
-    seqs, k, context = 64, 1, np.full(64, 8000)
-    decode = model.step_time(np.ones(seqs, dtype=np.int64), context, seqs)
-    verify = model.step_time(np.full(seqs, k + 1), context, seqs * (k + 1),
-                             np.ones(seqs, dtype=bool))
-    ratio = verify.attention_s / decode.attention_s
-    assert 1.0 < ratio <= (k + 1) * 1.01
+    per query. Split 8 ways (16 heads per GPU) it stays bound by reading the latent, so a
+    second query costs nearly nothing; with data-parallel attention (all 128 heads on every
+    GPU) it is compute-bound and a second query nearly doubles it."""
+    deepseek, gpu = load_model("deepseek-v3"), load_gpu_profile("h100-sxm")
+    seqs, context = 64, np.full(64, 8000)
+    ratios = []
+    for dp_attention in (False, True):
+        model = RooflineCostModel(deepseek, gpu, tensor_parallel=8, weight_dtype="fp8",
+                                  kv_dtype="bf16", expert_parallel=8,
+                                  data_parallel_attention=dp_attention)
+        decode = model.step_time(np.ones(seqs, dtype=np.int64), context, seqs)
+        verify = model.step_time(np.full(seqs, 2), context, seqs * 2,
+                                 np.ones(seqs, dtype=bool))
+        ratios.append(verify.attention_s / decode.attention_s)
+    split, replicated = ratios
+    assert split == pytest.approx(1.0, abs=0.01)
+    assert 1.5 < replicated < 2.0
 
 
 def test_a_mixed_step_prices_verifications_and_prefills_apart() -> None:
