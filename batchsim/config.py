@@ -639,6 +639,17 @@ class ArmDeployment(ConfigModel):
         return self.model_dump(exclude_none=True)
 
 
+# Keys several arms share, each described once (the description feeds errors and the
+# generated reference, as the attribute docstrings of the other keys do).
+ArmOrdering = Annotated[OrderingConfig, Field(description=(
+    "The order in which waiting requests are considered: `fcfs`, `priority`, "
+    "`shortest_prompt_first` or `fair_share` (docs/how-to/fairness.md). Admission stops at the "
+    "first request that does not fit; a preempted request always goes back first."))]
+ArmDeploymentKey = Annotated[ArmDeployment | None, Field(description=(
+    "This arm's own hardware, parallelism or replica count (docs/how-to/compare-layouts.md); "
+    "null uses the experiment's."))]
+
+
 class StaticArm(ConfigModel):
     """Static batching: collect a batch, run it until its longest request finishes; finished
     slots keep computing padding and newcomers wait for the next batch."""
@@ -654,13 +665,8 @@ class StaticArm(ConfigModel):
     max_output_tokens: AtLeastOne = 2048
     """Per-slot output reservation: each slot reserves KV cache for its prompt plus this many
     tokens; requests with a longer output are rejected with a reason."""
-    ordering: OrderingConfig = Field(default_factory=FcfsOrdering)
-    """The order in which waiting requests are considered: `fcfs`, `priority`,
-    `shortest_prompt_first` or `fair_share` (docs/how-to/fairness.md). Admission stops at the
-    first request that does not fit; a preempted request always goes back first."""
-    deployment: ArmDeployment | None = None
-    """This arm's own hardware, parallelism or replica count (docs/how-to/compare-layouts.md);
-    null uses the experiment's."""
+    ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
+    deployment: ArmDeploymentKey = None
 
 
 class AdmissionConfig(ConfigModel):
@@ -767,6 +773,23 @@ class SpeculativeConfig(ConfigModel):
         return self
 
 
+# Keys the iteration-level arms (continuous, chunked_prefill) share.
+ArmPreemption = Annotated[Literal["recompute", "swap"], Field(description=(
+    "What happens to a preempted request's KV cache: dropped and recomputed later, or "
+    "swapped to host memory and back."))]
+ArmAdmission = Annotated[AdmissionConfig | None, Field(description=(
+    "Admission control on arrival (queue length, predicted wait); null admits everything "
+    "that fits."))]
+ArmAdmissionReserve = Annotated[AdmissionReserveConfig | None, Field(description=(
+    "Conservative (SGLang-style) admission into the batch; null admits a request whenever "
+    "its tokens fit and preempts when the cache runs out (vLLM's admit-then-preempt)."))]
+ArmPrefixCaching = Annotated[bool | None, Field(description=(
+    "Prefix caching for this arm; null follows `kv_cache.prefix_caching` (so one experiment "
+    "can compare an arm with and without it on the same traffic)."))]
+ArmSpeculative = Annotated[SpeculativeConfig | None, Field(description=(
+    "Speculative decoding for this arm; null decodes one token per step."))]
+
+
 class ContinuousArm(ConfigModel):
     """Continuous (iteration-level) batching as in vLLM: running requests first, then
     waiting ones; a new request's prefill runs whole in one step."""
@@ -780,27 +803,13 @@ class ContinuousArm(ConfigModel):
     max_num_batched_tokens: AtLeastOne | None = None
     """Most new tokens in one step; null means `max_model_len`. Without chunked prefill it must
     be at least `max_model_len` (as in vLLM), checked when the model is known."""
-    preemption: Literal["recompute", "swap"] = "recompute"
-    """What happens to a preempted request's KV cache: dropped and recomputed later, or
-    swapped to host memory and back."""
-    admission: AdmissionConfig | None = None
-    """Admission control on arrival (queue length, predicted wait); null admits everything
-    that fits."""
-    admission_reserve: AdmissionReserveConfig | None = None
-    """Conservative (SGLang-style) admission into the batch; null admits a request whenever
-    its tokens fit and preempts when the cache runs out (vLLM's admit-then-preempt)."""
-    prefix_caching: bool | None = None
-    """Prefix caching for this arm; null follows `kv_cache.prefix_caching` (so one experiment
-    can compare an arm with and without it on the same traffic)."""
-    ordering: OrderingConfig = Field(default_factory=FcfsOrdering)
-    """The order in which waiting requests are considered: `fcfs`, `priority`,
-    `shortest_prompt_first` or `fair_share` (docs/how-to/fairness.md). Admission stops at the
-    first request that does not fit; a preempted request always goes back first."""
-    deployment: ArmDeployment | None = None
-    """This arm's own hardware, parallelism or replica count (docs/how-to/compare-layouts.md);
-    null uses the experiment's."""
-    speculative: SpeculativeConfig | None = None
-    """Speculative decoding for this arm; null decodes one token per step."""
+    preemption: ArmPreemption = "recompute"
+    admission: ArmAdmission = None
+    admission_reserve: ArmAdmissionReserve = None
+    prefix_caching: ArmPrefixCaching = None
+    ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
+    deployment: ArmDeploymentKey = None
+    speculative: ArmSpeculative = None
 
 
 class ChunkedPrefillArm(ConfigModel):
@@ -823,27 +832,13 @@ class ChunkedPrefillArm(ConfigModel):
     long_prefill_token_threshold: AtLeastOne | None = None
     """Cap on one request's prefill chunk per step, so that several long prompts share the
     budget (and short ones are admitted beside a long one); null: no cap beyond the budget."""
-    preemption: Literal["recompute", "swap"] = "recompute"
-    """What happens to a preempted request's KV cache: dropped and recomputed later, or
-    swapped to host memory and back."""
-    admission: AdmissionConfig | None = None
-    """Admission control on arrival (queue length, predicted wait); null admits everything
-    that fits."""
-    admission_reserve: AdmissionReserveConfig | None = None
-    """Conservative (SGLang-style) admission into the batch; null admits a request whenever
-    its tokens fit and preempts when the cache runs out (vLLM's admit-then-preempt)."""
-    prefix_caching: bool | None = None
-    """Prefix caching for this arm; null follows `kv_cache.prefix_caching` (so one experiment
-    can compare an arm with and without it on the same traffic)."""
-    ordering: OrderingConfig = Field(default_factory=FcfsOrdering)
-    """The order in which waiting requests are considered: `fcfs`, `priority`,
-    `shortest_prompt_first` or `fair_share` (docs/how-to/fairness.md). Admission stops at the
-    first request that does not fit; a preempted request always goes back first."""
-    deployment: ArmDeployment | None = None
-    """This arm's own hardware, parallelism or replica count (docs/how-to/compare-layouts.md);
-    null uses the experiment's."""
-    speculative: SpeculativeConfig | None = None
-    """Speculative decoding for this arm; null decodes one token per step."""
+    preemption: ArmPreemption = "recompute"
+    admission: ArmAdmission = None
+    admission_reserve: ArmAdmissionReserve = None
+    prefix_caching: ArmPrefixCaching = None
+    ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
+    deployment: ArmDeploymentKey = None
+    speculative: ArmSpeculative = None
 
     @model_validator(mode="after")
     def _budget_holds_every_decode(self) -> Self:
