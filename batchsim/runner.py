@@ -178,6 +178,13 @@ def run_experiment(
             simulation = colocated.simulation
         record = simulation.run()
         requests = add_slowdown(requests_table(record.requests), arm_deployment.cost_model)
+        prefix_caching = arm_prefix_caching(arm, exp.kv_cache.prefix_caching)
+        if prefix_caching:
+            requests = add_cached_tokens(requests, record.requests)
+        if disaggregated is None:
+            # Every output of a request is in its table now (a disaggregated arm's transfer
+            # columns still read the objects): the rest reads the step log and gaps only.
+            record.requests.clear()
         metrics = summarize(requests, record, warmup_s=exp.warmup_s, cooldown_s=exp.cooldown_s,
                             slo=slo_targets(exp))
         if colocated is not None:
@@ -185,8 +192,7 @@ def run_experiment(
             metrics["deployment"] = deployment_summary(arm_exp, arm_deployment)
             colocated.add_metrics(metrics, record)
         metrics["clipped_requests"] = traffic.clipped.count
-        if arm_prefix_caching(arm, exp.kv_cache.prefix_caching):
-            requests = add_cached_tokens(requests, record.requests)
+        if prefix_caching:
             metrics["prefix_cache"] = prefix_cache_metrics(
                 requests, measured_mask(requests, exp.warmup_s, exp.cooldown_s),
                 exp.kv_cache.block_size)

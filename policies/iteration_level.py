@@ -14,7 +14,7 @@ from policies.budget import StepBudget
 from sim.kv_cache import KVBlockPool
 from sim.request import Request
 from sim.step_plan import StepPlan
-from sim.stretch import extra_blocks_by_step
+from sim.stretch import exact_blocks_by_step
 
 
 def reject_if_never_fits(request: Request, pool: KVBlockPool) -> bool:
@@ -50,7 +50,7 @@ def schedule_all_decodes(
         return False
     contexts = [r.num_computed_tokens for r in running]
     if lookahead:
-        wanted = np.array([r.num_tokens + lookahead for r in running], dtype=np.int64)
+        wanted = [r.num_tokens + lookahead for r in running]
         if not pool.grow_many([r.request_id for r in running], wanted):
             return False
     else:
@@ -79,9 +79,7 @@ def decode_repeat_steps(plan: StepPlan, num_running: int, pool: KVBlockPool,
     """
     if len(plan.requests) != num_running:
         return 1
-    tokens = plan.cost_context_tokens + 1
     # Allocation is exact: each request holds the blocks of the tokens it computes now.
-    held = -(-tokens // pool.block_size)
-    extra = extra_blocks_by_step(tokens, held, pool.block_size, horizon)
+    extra = exact_blocks_by_step(plan.contexts, pool.block_size, horizon)
     plan.kv_growth = extra  # the engine's stretch needs the same counts
     return int(np.searchsorted(extra, pool.num_free, side="right"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -25,8 +25,11 @@ from sim.model_spec import ModelSpec
 from sim.moe_cost import LayerStackCost, attention_shape
 from sim.moe_layout import Parallelism, check_parallelism, kv_bytes_per_token_per_gpu
 from sim.roofline import (
+    DecodeAttentionTerms,
     allreduce_seconds,
-    decode_attention_variable_seconds,
+    decode_attention_from_terms,
+    decode_attention_over_steps,
+    decode_attention_terms,
     gemm_parts,
     gemm_seconds,
     prefill_attention_shape,
@@ -67,6 +70,7 @@ class RooflineCostModel:
         "_decode_head_dim",
         "_decode_kv_heads",
         "_decode_q_heads",
+        "_decode_terms_cache",
         "_efficiency",
         "_head_dim",
         "_kv_element_bytes",
@@ -144,6 +148,8 @@ class RooflineCostModel:
         )
         self._layer_cache: dict[int, tuple[float, float, bool]] = {}
         self._lm_head_cache: dict[int, float] = {}
+        # Per batch size: the busiest rank's share of it and its decode-attention constants.
+        self._decode_terms_cache: dict[int, tuple[float, DecodeAttentionTerms]] = {}
 
         # Attention is priced per layer by sim.roofline (the functions the fit uses), times L.
         self._efficiency = eff
@@ -238,22 +244,20 @@ class RooflineCostModel:
     def _attention_s(
         self, new_tokens: np.ndarray, context_tokens: np.ndarray, total_new: int, num_seqs: int
     ) -> float:
-        is_prefill = new_tokens > 1
-        if not is_prefill.any():
+        sums = _prefill_sums(new_tokens, context_tokens)
+        if not sums.num_prefills:
             if total_new == num_seqs:  # the common pure-decode step: every q_i == 1
-                decode_kv_tokens = float(context_tokens.sum()) + num_seqs
+                decode_kv_tokens = float(sums.all_context) + num_seqs
             else:
                 decode_kv_tokens = self._decode_kv_tokens(new_tokens, context_tokens)
             return self._decode_attention_s(decode_kv_tokens, num_seqs)
 
         # One attention kernel per layer serves the whole mixed batch (FlashAttention varlen):
         # one launch, the prefill sequences' FLOPs and traffic, the decode sequences' KV reads.
-        prefill_new = new_tokens[is_prefill]
-        prefill_context = context_tokens[is_prefill]
-        new_sum = float(prefill_new.sum())
+        new_sum = float(sums.new)
         flops, head_tokens, traffic = prefill_attention_shape(
-            new_sum, float(prefill_context.sum()), float(np.dot(prefill_new, prefill_context)),
-            float(np.dot(prefill_new, prefill_new)), q_heads=self._q_heads,
+            new_sum, float(sums.context), float(sums.new_times_context),
+            float(sums.new_squared), q_heads=self._q_heads,
             kv_heads=self._kv_heads, head_dim=self._head_dim, kv_bytes=self._kv_element_bytes,
         )
         share = self._attention_shape.local_share(num_seqs)  # 1 unless data-parallel
@@ -263,12 +267,11 @@ class RooflineCostModel:
             memory_bw=self._memory_bw, eff=self._efficiency,
         )
         if self._layer_stack is not None:  # MLA: cached latents re-expanded for the chunk
-            per_layer_s += self._layer_stack.mla_context_expansion_s(
-                float(prefill_context.sum()) * share)
-        num_decode = num_seqs - prefill_new.shape[0]
+            per_layer_s += self._layer_stack.mla_context_expansion_s(float(sums.context) * share)
+        num_decode = num_seqs - sums.num_prefills
         if num_decode:
             # Σ (c_i + 1) over the decode sequences: all context + count, minus the prefills'.
-            decode_kv_tokens = float(context_tokens.sum()) - float(prefill_context.sum())
+            decode_kv_tokens = float(sums.all_context) - float(sums.context)
             per_layer_s += self._decode_per_layer_s(decode_kv_tokens + num_decode, num_decode)
         return self._layers * (self._attention_launch_s + per_layer_s)
 
@@ -304,11 +307,19 @@ class RooflineCostModel:
         num_seqs = new_tokens.shape[0]
         linear_s, communication_s, overhead_s, _ = self._fixed_parts(num_seqs, num_emitting,
                                                                      num_seqs)
-        kv_tokens = (
-            float(context_tokens.sum()) + num_seqs * np.arange(num_steps, dtype=np.float64)
-        ) + num_seqs
-        attention_s = self._decode_attention_s(kv_tokens, num_seqs)
-        return ((linear_s + attention_s) + communication_s) + overhead_s
+        # Σ (c_i + 1) at step j: exact integers, as `step_time` counts them.
+        first = int(context_tokens.sum()) + num_seqs
+        kv_tokens = np.arange(first, first + num_seqs * num_steps, num_seqs, dtype=np.int64)
+        share, terms = self._decode_terms(num_seqs)
+        if share == 1.0 and not self._decode_flops_per_kv_token:
+            per_layer_s = decode_attention_over_steps(kv_tokens, terms)
+            attention_s = self._layers * (self._attention_launch_s + per_layer_s)
+        else:
+            attention_s = self._decode_attention_s(kv_tokens.astype(np.float64), num_seqs)
+        total_s = linear_s + attention_s
+        if communication_s:  # x + 0.0 is x: skipped without tensor parallelism
+            total_s = total_s + communication_s
+        return total_s + overhead_s
 
     def _decode_attention_s(self, kv_tokens: _FloatOrArray, num_seqs: int) -> _FloatOrArray:
         """Decode attention of `num_seqs` sequences reading `kv_tokens` cached tokens in all
@@ -321,14 +332,10 @@ class RooflineCostModel:
                             query_kv_tokens: float | None = None) -> _FloatOrArray:
         """`query_kv_tokens`: Σ queries × cached tokens they attend to, when sequences bring
         more than one query each (verification); the FLOPs grow with it, the reads do not."""
-        # Data-parallel attention: the busiest rank's share of the sequences and their KV.
-        share = self._attention_shape.local_share(num_seqs)
-        seconds = decode_attention_variable_seconds(
-            num_seqs * share, kv_tokens * share, q_heads=self._decode_q_heads,
-            kv_heads=self._decode_kv_heads, head_dim=self._decode_head_dim,
-            kv_bytes=self._kv_element_bytes, memory_bw=self._memory_bw,
-            sm_count=self._sm_count, eff=self._efficiency,
-        )
+        share, terms = self._decode_terms(num_seqs)
+        # x * 1.0 is x: skipped without data-parallel attention, the common case.
+        seconds = decode_attention_from_terms(
+            kv_tokens if share == 1.0 else kv_tokens * share, terms)
         if not self._decode_flops_per_kv_token:
             return seconds
         # MLA's absorbed decode does enough FLOPs per latent byte to be compute-bound when a
@@ -339,6 +346,22 @@ class RooflineCostModel:
         if isinstance(seconds, np.ndarray):
             return cast(_FloatOrArray, np.maximum(seconds, flops_s))
         return max(seconds, flops_s)
+
+    def _decode_terms(self, num_seqs: int) -> tuple[float, DecodeAttentionTerms]:
+        """The share of `num_seqs` sequences the busiest data-parallel rank serves, and the
+        constants of its decode-attention kernel, cached per batch size."""
+        cached = self._decode_terms_cache.get(num_seqs)
+        if cached is None:
+            if len(self._decode_terms_cache) >= _MAX_CACHE_ENTRIES:
+                self._decode_terms_cache.clear()
+            share = self._attention_shape.local_share(num_seqs)
+            terms = decode_attention_terms(
+                num_seqs * share, q_heads=self._decode_q_heads, kv_heads=self._decode_kv_heads,
+                head_dim=self._decode_head_dim, kv_bytes=self._kv_element_bytes,
+                memory_bw=self._memory_bw, sm_count=self._sm_count, eff=self._efficiency,
+            )
+            cached = self._decode_terms_cache[num_seqs] = (share, terms)
+        return cached
 
     @staticmethod
     def _decode_kv_tokens(new_tokens: np.ndarray, context_tokens: np.ndarray) -> float:
@@ -445,3 +468,37 @@ class _GemmGroup:
             compute += compute_s[:, j]
             memory += memory_s[:, j]
         return total * self._repeats, compute > memory
+
+
+class _PrefillSums(NamedTuple):
+    """Integer sums over a step's prefill sequences (q > 1 new tokens on c cached ones)."""
+
+    new: int  # Σ q
+    context: int  # Σ c
+    new_times_context: int  # Σ q·c
+    new_squared: int  # Σ q²
+    num_prefills: int
+    all_context: int  # Σ c over every sequence of the step
+
+
+# Up to this many sequences the sums are taken in plain Python: for the small batches of most
+# steps numpy's per-call cost exceeds the arithmetic. The sums are exact integers either way.
+_PYTHON_SUMS_MAX_SEQS = 64
+
+
+def _prefill_sums(new_tokens: np.ndarray, context_tokens: np.ndarray) -> _PrefillSums:
+    if new_tokens.shape[0] > _PYTHON_SUMS_MAX_SEQS:
+        is_prefill = new_tokens > 1
+        q, c = new_tokens[is_prefill], context_tokens[is_prefill]
+        return _PrefillSums(int(q.sum()), int(c.sum()), int(np.dot(q, c)), int(np.dot(q, q)),
+                            int(q.shape[0]), int(context_tokens.sum()))
+    new = context = new_times_context = new_squared = count = all_context = 0
+    for q, c in zip(new_tokens.tolist(), context_tokens.tolist(), strict=True):
+        all_context += c
+        if q > 1:
+            new += q
+            context += c
+            new_times_context += q * c
+            new_squared += q * q
+            count += 1
+    return _PrefillSums(new, context, new_times_context, new_squared, count, all_context)

@@ -53,6 +53,10 @@ class RoutedDispatch:
         self.on_rejected = on_rejected
 
     def arrive(self, request: Request) -> None:
+        if len(self.replicas) == 1:  # nothing to choose: skip measuring the load
+            if not self.replicas[0].submit(request):
+                self.on_rejected(request)
+            return
         loads = [ReplicaLoad(r.policy.num_running + r.policy.num_waiting, r.free_kv_blocks(),
                              r.cached_prefix_blocks(request) if request.prefix_keys else 0)
                  for r in self.replicas]

@@ -62,22 +62,21 @@ def busy_power_w(power: BoardPower, tokens: np.ndarray, ridge: float) -> np.ndar
     return power.memory_bound_w + (power.max_w - power.memory_bound_w) * load
 
 
-def _window_overlap(start_s: np.ndarray, duration_s: np.ndarray, start: float,
-                    end: float) -> np.ndarray:
-    """Seconds of each step inside [start, end]."""
-    stop = start_s + duration_s
-    return np.clip(np.minimum(stop, end) - np.maximum(start_s, start), 0.0, None)
-
-
 def group_joules(record: RunRecord, group: ReplicaGroup, start: float, end: float) -> float:
     """Energy of one group's GPUs over [start, end]: busy steps plus the idle rest."""
     power = group.gpu.power
     assert power is not None
-    steps = record.steps.as_arrays()
-    mine = (steps["replica"] >= group.first) & (steps["replica"] < group.first + group.replicas)
-    overlap = _window_overlap(steps["start_s"][mine], steps["duration_s"][mine], start, end)
-    watts = busy_power_w(power, steps["new_tokens"][mine].astype(np.float64),
-                         ridge_tokens(group.gpu, group.weight_dtype))
+    steps = record.steps
+    overlap = steps.window_overlap(start, end)
+    # A step's power depends on its tokens only, which are per segment of the step log.
+    segment_watts = busy_power_w(power, steps.segment_column("new_tokens").astype(np.float64),
+                                 ridge_tokens(group.gpu, group.weight_dtype))
+    replica = steps.segment_column("replica")
+    segment_mine = (replica >= group.first) & (replica < group.first + group.replicas)
+    watts = steps.per_row(segment_watts)
+    if not segment_mine.all():  # other replicas' steps too: keep this group's
+        mine = steps.per_row(segment_mine)
+        overlap, watts = overlap[mine], watts[mine]
     busy_joules = float(np.dot(overlap, watts))
     # A replica steps one batch at a time, so its busy seconds fit in the window; the clip
     # only guards the idle time against rounding.

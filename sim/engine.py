@@ -217,11 +217,15 @@ class Replica:
         pool = self.policy.pool
         self._stretch = (ends, growth, pool.num_free, pool.num_free_uncached)
         self._wake = env.event()
-        yield self._wake | env.timeout(ends[-1] - start)
-        if env.now < ends[-1]:  # woken by an arrival
+        # Python floats, not numpy scalars: SimPy's clock would carry the numpy type into
+        # every timestamp and make all later time arithmetic several times slower.
+        last_end = float(ends[-1])
+        yield self._wake | env.timeout(last_end - start)
+        if env.now < last_end:  # woken by an arrival
             steps = int(np.searchsorted(ends, env.now, side="left")) + 1
-            if ends[steps - 1] > env.now:
-                yield env.timeout(ends[steps - 1] - env.now)
+            step_end = float(ends[steps - 1])
+            if step_end > env.now:
+                yield env.timeout(step_end - env.now)
         self._stretch = None
         if steps > 1:
             advance_decode_steps(

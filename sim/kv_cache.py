@@ -111,15 +111,34 @@ class KVBlockPool:
         self._owned.setdefault(owner, []).extend(self._take(need))
         return True
 
-    def grow_many(self, owners: list[int], total_tokens: np.ndarray) -> bool:
-        """`allocate` for several owners at once, all or nothing (the fast path's bulk step)."""
-        short = -(-total_tokens // self.block_size) - self.held_many(owners)
-        growing = np.flatnonzero(short > 0)
-        if int(short[growing].sum()) > self.num_free:
+    def grow_many(self, owners: Sequence[int], total_tokens: Sequence[int]) -> bool:
+        """`allocate` for several owners at once, all or nothing (the fast path's bulk step).
+
+        Plain Python, not numpy: batches are tens of requests, where numpy's per-call
+        overhead costs more than the arithmetic."""
+        owned, block_size = self._owned, self.block_size
+        short: list[tuple[int, int]] = []
+        total = 0
+        for owner, tokens in zip(owners, total_tokens, strict=True):
+            blocks = owned.get(owner)
+            need = -(-tokens // block_size) - (len(blocks) if blocks else 0)
+            if need > 0:
+                short.append((owner, need))
+                total += need
+        if total > self.num_free:
             return False
-        owned, take = self._owned, self._take
-        for index, count in zip(growing.tolist(), short[growing].tolist(), strict=True):
-            owned.setdefault(owners[index], []).extend(take(count))
+        free = self._free
+        if total > len(free):  # some come from the prefix cache's LRU list: one by one
+            for owner, need in short:
+                owned.setdefault(owner, []).extend(self._take(need))
+            return True
+        # One slice off the stack, handed out as taking each owner's blocks in turn would.
+        end = len(free)
+        taken = free[end - total:]
+        del free[end - total:]
+        for owner, need in short:
+            owned.setdefault(owner, []).extend(taken[total - need:total])
+            total -= need
         return True
 
     def cached_prefix_blocks(self, keys: Sequence[int], limit: int, evicted: int = 0) -> int:

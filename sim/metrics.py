@@ -53,10 +53,17 @@ def weighted_distribution(values: np.ndarray, weights: np.ndarray) -> dict[str, 
     if values.size == 0:
         return {"mean": None, **dict.fromkeys(PERCENTILES)}
     order = np.argsort(values, kind="stable")
-    values, weights = values[order], weights[order]
-    last_index = np.cumsum(weights) - 1  # position of each value's last copy, expanded
+    return _sorted_distribution(values[order], weights[order])
+
+
+def _sorted_distribution(values: np.ndarray, weights: np.ndarray) -> dict[str, float | None]:
+    """`weighted_distribution` of values in ascending order (a stable sort) with positive
+    integer weights, not empty."""
+    weighted_sum = np.dot(values, weights)  # in float64 whatever the weights' integer type
+    last_index = np.cumsum(weights, dtype=np.int64)
+    last_index -= 1  # position of each value's last copy, expanded
     total = int(last_index[-1]) + 1
-    stats: dict[str, float | None] = {"mean": float(np.dot(values, weights) / total)}
+    stats: dict[str, float | None] = {"mean": float(weighted_sum / total)}
     for key, q in PERCENTILES.items():
         position = q / 100.0 * (total - 1)
         low, high = math.floor(position), math.ceil(position)
@@ -68,9 +75,18 @@ def weighted_distribution(values: np.ndarray, weights: np.ndarray) -> dict[str, 
     return stats
 
 
-def _measured_itl(record: RunRecord, measured: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Inter-token gaps of the measured requests, as (values, repeat counts)."""
-    return record.itl.values_and_weights(measured)
+def _itl_distribution(record: RunRecord, measured: np.ndarray) -> dict[str, float | None]:
+    """`weighted_distribution` of the inter-token gaps of the measured requests.
+
+    There is a gap per engine step, so these can be a run's largest arrays: they are sorted
+    here in place rather than copied, to the same order and numbers.
+    """
+    values, weights = record.itl.values_and_weights(measured)  # new arrays, weights > 0
+    if values.size == 0:
+        return {"mean": None, **dict.fromkeys(PERCENTILES)}
+    weights = weights[np.argsort(values, kind="stable")]
+    values.sort(kind="stable")  # the same array as values[order]
+    return _sorted_distribution(values, weights)
 
 
 def measured_mask(requests: pd.DataFrame, warmup_s: float, cooldown_s: float) -> np.ndarray:
@@ -99,20 +115,27 @@ def rejected_by_reason(requests: pd.DataFrame, measured: np.ndarray) -> dict[str
 
 
 def _step_window_stats(record: RunRecord, start: float, end: float) -> dict[str, float]:
-    """GPU busy fraction, KV utilisation and mean batch size over [start, end]."""
-    steps = record.steps.as_arrays()
-    s = steps["start_s"]
-    e = s + steps["duration_s"]
-    overlap = np.clip(np.minimum(e, end) - np.maximum(s, start), 0.0, None)
+    """GPU busy fraction, KV utilisation and mean batch size over [start, end].
+
+    Each sum is numpy's pairwise sum over an array with one value per step (its result depends
+    on the whole array, so it is not taken piecewise); the products share one buffer.
+    """
+    steps = record.steps
+    overlap = steps.window_overlap(start, end)
     span = max(end - start, 1e-12) * record.num_replicas
     busy = overlap.sum()
-    kv = steps["kv_used_blocks"] / record.kv_capacity(steps["replica"])
     inside = overlap > 0
+    weighted = record.kv_fraction()
+    kv_max = float(weighted.max(where=inside, initial=-np.inf)) if inside.any() else 0.0
+    del inside
+    weighted *= overlap  # KV fraction × seconds in the window
+    kv_mean = float(weighted.sum() / span)
+    np.multiply(steps.column("num_seqs"), overlap, out=weighted)  # batch size × seconds
     return {
         "gpu_busy_fraction": float(busy / span),
-        "kv_mean": float((kv * overlap).sum() / span),
-        "kv_max": float(kv[inside].max()) if inside.any() else 0.0,
-        "mean_batch_size": float((steps["num_seqs"] * overlap).sum() / busy) if busy else 0.0,
+        "kv_mean": kv_mean,
+        "kv_max": kv_max,
+        "mean_batch_size": float(weighted.sum() / busy) if busy else 0.0,
     }
 
 
@@ -126,7 +149,6 @@ def summarize(
     num_measured = int(measured.sum())
     end = float(done["finish_s"].max()) if len(done) else warmup_s
     window = max(end - warmup_s, 1e-12)
-    itl_values, itl_weights = _measured_itl(record, measured)
     good = int((meets_slo(requests, slo) & measured).sum())
     steps = _step_window_stats(record, warmup_s, end)
     prompt_done = int(done["prompt_tokens"].sum())
@@ -135,7 +157,7 @@ def summarize(
     preemptions = int(requests["preemptions"][measured].sum())
     metrics: dict[str, object] = {name: distribution(done[name].to_numpy())
                                   for name in LATENCY_COLUMNS}
-    metrics["itl_s"] = weighted_distribution(itl_values, itl_weights)
+    metrics["itl_s"] = _itl_distribution(record, measured)
     metrics.update({
         "measured_requests": num_measured,
         "completed": len(done),

@@ -10,6 +10,7 @@ arithmetic and numpy ufuncs, so a scalar call and an array call do the same oper
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -139,6 +140,83 @@ def gemm_seconds(
     return eff.kernel_launch_s + np.maximum(busy_s, serial_s)
 
 
+@dataclass(frozen=True, slots=True)
+class DecodeAttentionTerms:
+    """What a decode-attention kernel costs besides its KV reads, for one batch shape: the
+    per-step constants of `decode_attention_variable_seconds`, so that a stretch of decode
+    steps of one batch prices only the part that grows with the context."""
+
+    fixed_s: Real  # the per (sequence, KV head) work units' own cost
+    token_s: Real  # seconds per cached token read
+    overlap_fraction: float
+    split_threshold: Real  # KV tokens above which a split sequence needs the combine kernel
+    combine_s: Real
+    regroup_s: Real
+
+
+def decode_attention_terms(
+    num_seqs: Real,
+    *,
+    q_heads: Real,
+    kv_heads: Real,
+    head_dim: Real,
+    kv_bytes: float,
+    memory_bw: float,
+    sm_count: float,
+    eff: RooflineEfficiency,
+) -> DecodeAttentionTerms:
+    """The per-step constants of decode attention over `num_seqs` sequences (see below)."""
+    units = num_seqs * kv_heads
+    grouped = q_heads > kv_heads
+    split = grouped | eff.decode_mha_split_kv
+    # Seconds per cached token read: its K and V at the fitted bandwidth, times the slowdown.
+    token_s = (2.0 * kv_heads * head_dim * kv_bytes) / (
+        memory_bw * eff.kv_read_efficiency
+    ) * decode_kv_slowdown(units, split, sm_count=sm_count, eff=eff)
+    # FlashAttention-2 moves a KV head's query group into the sequence dimension; with more
+    # than one sequence and KV head that reshape is not a view: queries are copied in and
+    # outputs back. A split sequence's partial results are merged by a second kernel, once
+    # the mean context spans more than one KV tile.
+    regroup = grouped & (kv_heads > 1.0) & (num_seqs > 1.0)
+    return DecodeAttentionTerms(
+        fixed_s=eff.decode_per_seq_head_s * units, token_s=token_s,
+        overlap_fraction=eff.decode_overlap_fraction,
+        split_threshold=DECODE_SPLIT_MIN_TOKENS * num_seqs,
+        combine_s=split * eff.decode_combine_s, regroup_s=regroup * eff.decode_regroup_s,
+    )
+
+
+def decode_attention_from_terms(kv_tokens: Real, terms: DecodeAttentionTerms) -> Real:
+    """Decode attention reading `kv_tokens` cached tokens, given its batch's `terms`."""
+    busy_s = overlap_linear(terms.fixed_s, kv_tokens * terms.token_s, terms.overlap_fraction)
+    combine = kv_tokens > terms.split_threshold
+    return busy_s + combine * terms.combine_s + terms.regroup_s
+
+
+def decode_attention_over_steps(kv_tokens: np.ndarray, terms: DecodeAttentionTerms) -> np.ndarray:
+    """`decode_attention_from_terms` of a stretch of decode steps, whose `kv_tokens` increase:
+    element for element the same numbers, in fewer array operations.
+
+    A stretch is priced at every scheduling event, on arrays of a few dozen steps where each
+    numpy call costs more than its arithmetic. With the reads increasing, the side the overlap
+    takes and the side of the split threshold usually hold for the whole stretch, so max, min
+    and the comparison are known, and adding an absent term (x + 0.0 is x) is skipped.
+    """
+    reads = kv_tokens * terms.token_s
+    fixed, fraction = terms.fixed_s, terms.overlap_fraction
+    if reads[0] >= fixed:
+        busy_s = reads + fraction * fixed
+    elif reads[-1] <= fixed:
+        busy_s = fixed + fraction * reads
+    else:
+        return decode_attention_from_terms(kv_tokens, terms)
+    if kv_tokens[0] > terms.split_threshold:
+        busy_s = busy_s + terms.combine_s
+    elif kv_tokens[-1] > terms.split_threshold:
+        busy_s = busy_s + (kv_tokens > terms.split_threshold) * terms.combine_s
+    return busy_s + terms.regroup_s if terms.regroup_s else busy_s
+
+
 def decode_attention_variable_seconds(
     num_seqs: Real,
     kv_tokens: Real,
@@ -161,23 +239,11 @@ def decode_attention_variable_seconds(
     Nonlinear only in per-step constants (sequences, heads) and in comparisons of the mean
     context, so the simulator can price many decode steps at once, exactly.
     """
-    units = num_seqs * kv_heads
-    grouped = q_heads > kv_heads
-    split = grouped | eff.decode_mha_split_kv
-    # Seconds per cached token read: its K and V at the fitted bandwidth, times the slowdown.
-    token_s = (2.0 * kv_heads * head_dim * kv_bytes) / (
-        memory_bw * eff.kv_read_efficiency
-    ) * decode_kv_slowdown(units, split, sm_count=sm_count, eff=eff)
-    busy_s = overlap_linear(
-        eff.decode_per_seq_head_s * units, kv_tokens * token_s, eff.decode_overlap_fraction
+    terms = decode_attention_terms(
+        num_seqs, q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim, kv_bytes=kv_bytes,
+        memory_bw=memory_bw, sm_count=sm_count, eff=eff,
     )
-    # FlashAttention-2 moves a KV head's query group into the sequence dimension; with more
-    # than one sequence and KV head that reshape is not a view: queries are copied in and
-    # outputs back. A split sequence's partial results are merged by a second kernel, once
-    # the mean context spans more than one KV tile.
-    regroup = grouped & (kv_heads > 1.0) & (num_seqs > 1.0)
-    combine = kv_tokens > DECODE_SPLIT_MIN_TOKENS * num_seqs
-    return busy_s + combine * (split * eff.decode_combine_s) + regroup * eff.decode_regroup_s
+    return decode_attention_from_terms(kv_tokens, terms)
 
 
 def decode_kv_slowdown(

@@ -95,9 +95,18 @@ def apply_tokens(plan: StepPlan) -> StepOutcome:
     token accounting is written once.
     """
     outcome = StepOutcome()
+    if plan.decodes_only:  # the common step: every request computes and emits one token
+        outcome.emitted = list(plan.requests)
+        finished = outcome.finished
+        for request in plan.requests:
+            request.num_computed_tokens += 1
+            generated = request.num_generated = request.num_generated + 1
+            if generated == request.output_tokens:
+                finished.append(request)
+        return outcome
     for request, n in zip(plan.requests, plan.num_new_tokens, strict=True):
-        request.num_computed_tokens += n
-        if request.num_computed_tokens == request.num_tokens:
+        computed = request.num_computed_tokens = request.num_computed_tokens + n
+        if computed == request.prompt_tokens + request.num_generated:  # all known tokens
             request.num_generated += 1
             outcome.emitted.append(request)
             if request.num_generated == request.output_tokens:

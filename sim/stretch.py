@@ -56,6 +56,22 @@ def extra_blocks_by_step(
     return np.cumsum(per_step)
 
 
+def exact_blocks_by_step(contexts: list[int], block_size: int, num_steps: int) -> np.ndarray:
+    """`extra_blocks_by_step` for a decoding batch whose allocation is exact: request r holds
+    the blocks of its `contexts[r] + 1` tokens, so its first extra block comes at step
+    f = (−(c + 1) mod block_size) + 1, between 1 and `block_size`, and one more every
+    `block_size` steps. The blocks newly needed per step are then periodic — step j ≥ 1 needs
+    as many as there are requests with f ≡ j (mod block_size) — so the counts of f, repeated,
+    give every step in a handful of array operations (a stretch is planned at every event).
+    """
+    firsts = [-(c + 1) % block_size + 1 for c in contexts]
+    per_residue = np.bincount(firsts, minlength=block_size + 1)[1:]
+    growth = np.zeros(num_steps, dtype=np.int64)
+    periods = max(1, -(-(num_steps - 1) // block_size))
+    np.cumsum(np.concatenate((per_residue,) * periods)[: num_steps - 1], out=growth[1:])
+    return growth
+
+
 def kv_growth(plan: StepPlan, pool: KVBlockPool, steps: int) -> np.ndarray:
     """Cumulative KV blocks the stretch's steps 0..steps-1 take beyond those held now."""
     if plan.kv_growth is not None and plan.kv_growth.size >= steps:
@@ -76,35 +92,42 @@ def advance_decode_steps(
     """
     steps = ends.size
     requests = plan.requests
-    n = len(requests)
-    ids_list = [r.request_id for r in requests]
-    ids = np.array(ids_list, dtype=np.int64)
-    last_token = np.fromiter((r.last_token_s for r in requests), dtype=np.float64, count=n)
     used_before = pool.num_used
-
-    last = float(ends[-1])
-    for request in requests:
+    first_end, last = float(ends[0]), float(ends[-1])
+    # One pass over the batch (tens of requests: plain Python beats numpy's per-call cost):
+    # each request's first gap, the tokens its KV must hold for the stretch's last step, and
+    # its token account advanced by the steps applied here.
+    ids: list[int] = []
+    gaps: list[float] = []
+    tokens: list[int] = []
+    for request, context in zip(requests, plan.contexts, strict=True):
+        ids.append(request.request_id)
+        gaps.append(first_end - request.last_token_s)
+        tokens.append(context + steps + 1)
         request.num_computed_tokens += steps
         request.num_generated += steps
         request.last_token_s = last
     # Every request now holds blocks for its computed tokens; the stretch's last step needs one
     # more token each, and a new block only where that crosses a block boundary.
-    tokens = np.array(plan.contexts, dtype=np.int64) + (steps + 1)
-    grown = pool.grow_many(ids_list, tokens)
+    grown = pool.grow_many(ids, tokens)
     assert grown, "a fast-path stretch ran out of KV blocks"
 
     # Gaps after the first step are the same for the whole batch; so is the first one when
     # every request emitted its previous token at the same instant (the usual case).
-    first = ends[0] - last_token
-    if (first == first[0]).all():
-        record.itl.add_run(ids, np.concatenate((first[:1], np.diff(ends))))
+    id_array = np.array(ids, dtype=np.int64)
+    together = gaps.count(gaps[0]) == len(gaps)
+    run_gaps = np.empty(steps if together else steps - 1)
+    np.subtract(ends[1:], ends[:-1], out=run_gaps[1:] if together else run_gaps)
+    if together:
+        run_gaps[0] = gaps[0]
     else:
-        record.itl.add_singles(ids, first)
-        if steps > 1:
-            record.itl.add_run(ids, np.diff(ends))
+        record.itl.add_singles(id_array, np.array(gaps))
+    if run_gaps.size:
+        record.itl.add_run(id_array, run_gaps)
 
-    starts = np.concatenate(([ends[0] - durations[0]], ends[:-1]))
+    starts = np.concatenate(([first_end - float(durations[0])], ends[:-1]))
     record.steps.extend(
-        start_s=starts, duration_s=durations, replica=replica, num_seqs=n, new_tokens=n,
-        emitted=n, kv_used=used_before + growth[:steps], waiting=num_waiting,
+        start_s=starts, duration_s=durations, replica=replica, num_seqs=len(ids),
+        new_tokens=len(ids), emitted=len(ids), kv_used=used_before + growth[:steps],
+        waiting=num_waiting,
     )

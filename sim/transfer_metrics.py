@@ -53,14 +53,12 @@ def transfer_metrics(requests: pd.DataFrame, sim: DisaggregatedSimulation, *, wa
 def pool_step_stats(record: RunRecord, replicas: range, start: float,
                     end: float) -> dict[str, object]:
     """GPU busy fraction and KV utilisation {mean, max} of some replicas over [start, end]."""
-    steps = record.steps.as_arrays()
-    replica = steps["replica"]
-    mine = (replica >= replicas.start) & (replica < replicas.stop)
-    begins = steps["start_s"][mine]
-    ends = begins + steps["duration_s"][mine]
-    overlap = np.clip(np.minimum(ends, end) - np.maximum(begins, start), 0.0, None)
+    steps = record.steps
+    replica = steps.segment_column("replica")
+    mine = steps.per_row((replica >= replicas.start) & (replica < replicas.stop))
+    overlap = steps.window_overlap(start, end)[mine]
     span = max(end - start, 1e-12) * len(replicas)
-    kv = steps["kv_used_blocks"][mine] / record.kv_capacity(replica[mine])
+    kv = record.kv_fraction()[mine]
     inside = overlap > 0
     return {
         "gpu_busy_fraction": float(overlap.sum() / span),

@@ -115,3 +115,41 @@ def test_cost_sums_groups_at_their_own_prices_and_is_null_when_one_is_unpriced()
                             output_tokens=10, total_tokens=10)
     assert unpriced["usd"] is None and unpriced["reason"] == "no price for x"
     assert unpriced["gpu_hours"] == pytest.approx(6.0)
+
+
+def _plain_group_joules(record: RunRecord, group: ReplicaGroup, start: float,
+                        end: float) -> float:
+    """The per-row formula over the group's rows of the fully expanded step log."""
+    power = group.gpu.power
+    assert power is not None
+    steps = record.steps.as_arrays()
+    mine = (steps["replica"] >= group.first) & (steps["replica"] < group.first + group.replicas)
+    s, d = steps["start_s"][mine], steps["duration_s"][mine]
+    overlap = np.clip(np.minimum(s + d, end) - np.maximum(s, start), 0.0, None)
+    watts = busy_power_w(power, steps["new_tokens"][mine].astype(np.float64),
+                         ridge_tokens(group.gpu, group.weight_dtype))
+    idle_s = max(0.0, (end - start) * group.replicas - float(overlap.sum()))
+    return (float(np.dot(overlap, watts)) + idle_s * power.idle_w) * group.gpus_per_replica
+
+
+def test_joules_are_the_per_row_numbers_bit_for_bit() -> None:
+    rng = np.random.default_rng(7)
+    record = RunRecord()
+    t = np.zeros(3)
+    for _ in range(300):  # three replicas, steps and stretches interleaved
+        replica = int(rng.integers(0, 3))
+        if rng.random() < 0.5:
+            duration = float(rng.random())
+            _step(record, float(t[replica]), duration, replica, int(rng.integers(1, 300)))
+            t[replica] += duration
+        else:
+            durations = rng.random(int(rng.integers(1, 20))) * 0.1
+            starts = t[replica] + np.concatenate(([0.0], np.cumsum(durations)[:-1]))
+            record.steps.extend(start_s=starts, duration_s=durations, replica=replica,
+                                num_seqs=4, new_tokens=4, emitted=4,
+                                kv_used=np.zeros(durations.size, dtype=np.int64), waiting=0)
+            t[replica] = starts[-1] + durations[-1]
+    gpu = _simple_gpu()
+    for group in (_group(gpu, 0, 3), _group(gpu, 0, 1), _group(gpu, 1, 2)):
+        assert group_joules(record, group, 3.0, 40.0) == _plain_group_joules(record, group, 3.0,
+                                                                              40.0)

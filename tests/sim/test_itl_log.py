@@ -27,3 +27,33 @@ def test_values_and_weights_expand_to_every_counted_gap(runs, singles, counted):
     values, weights = log.values_and_weights(mask)
     assert sorted(np.repeat(values, weights).tolist()) == sorted(expected)
     assert log.count() == sum(len(i) * len(g) for i, g in runs) + len(singles)
+
+
+def _plain_values_and_weights(runs, singles, counted):
+    """Singles first, then every run's gaps in order, weighted by its counted requests."""
+    values = [gap for request_id, gap in singles if counted[request_id]]
+    weights = [1] * len(values)
+    for ids, gaps in runs:
+        weight = sum(counted[i] for i in ids)
+        if weight:
+            values += gaps
+            weights += [weight] * len(gaps)
+    return values, weights
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs=st.lists(st.tuples(st.sampled_from([(1, 2), (3,), (1, 2, 3)]), _gaps), max_size=8),
+       singles=st.lists(st.tuples(st.integers(0, 9), st.floats(0.001, 1.0)), max_size=4),
+       counted=st.lists(st.booleans(), min_size=10, max_size=10))
+def test_a_run_of_the_same_batch_continues_the_last_one_in_order(runs, singles, counted):
+    """The ids are stored once per change of batch; values and weights keep their order."""
+    log = ITLLog()
+    for (ids, gaps), single in zip(runs, singles + [None] * len(runs), strict=False):
+        log.add_run(np.array(ids), np.array(gaps))
+        if single is not None:  # singles between runs do not break a batch's run
+            log.add_singles(np.array([single[0]]), np.array([single[1]]))
+    changes = sum(1 for k, (ids, _) in enumerate(runs) if k == 0 or runs[k - 1][0] != ids)
+    assert len(log.run_ids_end) == changes
+    values, weights = log.values_and_weights(np.array(counted))
+    used = singles[:len(runs)]
+    assert (values.tolist(), weights.tolist()) == _plain_values_and_weights(runs, used, counted)

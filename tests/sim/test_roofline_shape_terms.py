@@ -7,12 +7,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim.cost_model import RooflineCostModel
 from sim.hardware import RooflineEfficiency, load_gpu_profile
 from sim.model_spec import load_model
 from sim.roofline import (
     DECODE_SPLIT_MIN_TOKENS,
+    DecodeAttentionTerms,
+    decode_attention_from_terms,
+    decode_attention_over_steps,
     decode_attention_variable_seconds,
     gemm_parts,
     gemm_wave_efficiency,
@@ -142,3 +147,21 @@ def test_many_decode_steps_at_once_equal_one_at_a_time_bit_for_bit(gpu: str, mod
         many = cost_model.decode_step_seconds(new, context, batch, 64)
         one = [cost_model.step_time(new, context + j, batch).seconds for j in range(64)]
         assert many.tolist() == one
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.integers(1, 200_000), batch=st.integers(1, 256), steps=st.integers(1, 300),
+       fixed_s=st.floats(0.0, 1e-4), token_s=st.floats(1e-12, 1e-8),
+       fraction=st.floats(0.0, 1.0), threshold_tokens=st.integers(0, 400),
+       combine_s=st.sampled_from([0.0, 3e-6]), regroup_s=st.sampled_from([0.0, 2e-6]))
+def test_a_stretchs_decode_attention_equals_the_general_formula_bit_for_bit(
+        first: int, batch: int, steps: int, fixed_s: float, token_s: float, fraction: float,
+        threshold_tokens: int, combine_s: float, regroup_s: float) -> None:
+    """Whichever side of the overlap and of the split threshold the stretch starts and ends."""
+    kv = np.arange(first, first + batch * steps, batch, dtype=np.int64)
+    terms = DecodeAttentionTerms(fixed_s=fixed_s, token_s=token_s, overlap_fraction=fraction,
+                                 split_threshold=float(threshold_tokens * batch),
+                                 combine_s=combine_s, regroup_s=regroup_s)
+    general = decode_attention_from_terms(kv.astype(np.float64), terms)
+    assert decode_attention_over_steps(kv, terms).tolist() == general.tolist()
+    assert [decode_attention_from_terms(float(k), terms) for k in kv.tolist()] == general.tolist()

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.stretch import extra_blocks_by_step
+from sim.stretch import exact_blocks_by_step, extra_blocks_by_step
 
 
 @settings(max_examples=300, deadline=None)
@@ -17,3 +17,15 @@ def test_extra_blocks_by_step_counts_every_block_boundary(data, block_size, step
     expected = [int(np.maximum(0, -(-(tokens + j) // block_size) - held).sum())
                 for j in range(steps)]
     assert extra_blocks_by_step(tokens, held, block_size, steps).tolist() == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), block_size=st.integers(1, 32), steps=st.integers(1, 600))
+def test_exact_allocation_growth_equals_the_general_count(data, block_size, steps):
+    """A decoding batch holding exactly its next token's blocks: the periodic shortcut."""
+    n = data.draw(st.integers(1, 40))
+    contexts = data.draw(st.lists(st.integers(0, 5000), min_size=n, max_size=n))
+    tokens = np.array(contexts) + 1
+    held = -(-tokens // block_size)
+    assert (exact_blocks_by_step(contexts, block_size, steps).tolist()
+            == extra_blocks_by_step(tokens, held, block_size, steps).tolist())
