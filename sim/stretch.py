@@ -23,13 +23,13 @@ def decode_horizon(plan: StepPlan) -> int:
 
     (A one-token prompt's prefill looks like a decode step but must set the first token.)
     """
+    if plan.decodes_only:  # a plan of running decodes only needs no check
+        return max(min([r.output_tokens - r.num_generated for r in plan.requests]), 0)
     horizon = -1
-    check = not plan.decodes_only  # a plan of running decodes only needs no check
     for request, n, computed in zip(plan.requests, plan.num_new_tokens, plan.contexts,
                                     strict=True):
         generated = request.num_generated
-        if check and (n != 1 or generated == 0
-                      or computed + 1 != request.prompt_tokens + generated):
+        if n != 1 or generated == 0 or computed + 1 != request.prompt_tokens + generated:
             return 0
         left = request.output_tokens - generated
         if horizon < 0 or left < horizon:
