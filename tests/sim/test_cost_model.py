@@ -258,3 +258,25 @@ def test_step_time_speed(benchmark: Callable[..., object]) -> None:
     new = np.ones(32, dtype=np.int64)
     ctx = np.full(32, 700, dtype=np.int64)
     benchmark(cost_model.step_time, new, ctx, 32)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "deepseek-v3"])
+def test_small_and_large_batches_sum_a_mixed_step_the_same_way(
+        model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefill sums are taken in plain Python up to a batch size and with numpy above it:
+    every mixed step costs the same, to the bit, whichever way it is summed."""
+    cost_model = _cost_model(model, tensor_parallel=8 if model == "deepseek-v3" else 1)
+    rng = np.random.default_rng(7)
+    shapes = []
+    for size in (1, 2, 9, 40, 64, 65, 200):
+        new = np.where(rng.random(size) < 0.3, rng.integers(2, 3000, size), 1)
+        shapes.append((new, rng.integers(0, 8000, size)))
+
+    def costs() -> list[float]:
+        return [cost_model.step_time(new, context, int((new >= 1).sum())).seconds
+                for new, context in shapes]
+
+    monkeypatch.setattr(sim.cost_model, "_PYTHON_SUMS_MAX_SEQS", 10**9)
+    in_python = costs()
+    monkeypatch.setattr(sim.cost_model, "_PYTHON_SUMS_MAX_SEQS", 0)
+    assert costs() == in_python

@@ -1,0 +1,50 @@
+"""`KVBlockPool.grow_many` (the fast path's bulk growth) against one `allocate` per owner."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.kv_cache import KVBlockPool
+
+
+def _pool_with_history(num_blocks: int, prefix_caching: bool, history: list[tuple[int, int]],
+                       released: list[int]) -> KVBlockPool:
+    """A pool whose free list and prefix cache went through allocations and releases."""
+    pool = KVBlockPool(num_blocks, block_size=4, prefix_caching=prefix_caching)
+    for owner, tokens in history:
+        pool.allocate(owner, tokens)
+    for owner in released:
+        if pool.held(owner):
+            keys = tuple(1000 * owner + i for i in range(pool.held(owner)))
+            pool.free(owner, keys=keys, computed_tokens=4 * pool.held(owner))
+    return pool
+
+
+@settings(max_examples=300, deadline=None)
+@given(num_blocks=st.integers(4, 48), prefix_caching=st.booleans(),
+       history=st.lists(st.tuples(st.integers(0, 9), st.integers(1, 60)), max_size=10),
+       released=st.lists(st.integers(0, 9), max_size=5),
+       growth=st.lists(st.tuples(st.integers(0, 9), st.integers(1, 80)), min_size=1,
+                       max_size=8, unique_by=lambda g: g[0]))
+def test_grow_many_is_all_or_nothing_and_equals_one_allocation_per_owner(
+        num_blocks, prefix_caching, history, released, growth):
+    bulk = _pool_with_history(num_blocks, prefix_caching, history, released)
+    one_by_one = _pool_with_history(num_blocks, prefix_caching, history, released)
+    owners = [owner for owner, _ in growth]
+    tokens = [t for _, t in growth]
+    short = sum(max(0, -(-t // 4) - bulk.held(o)) for o, t in growth)
+    held_before = [bulk.held(o) for o in owners]
+    free_before = bulk.num_free
+
+    grown = bulk.grow_many(owners, tokens)
+
+    assert grown == (short <= free_before)
+    if grown:
+        for owner, t in growth:
+            assert one_by_one.allocate(owner, t)
+        assert [bulk.held(o) for o in owners] == [one_by_one.held(o) for o in owners]
+        assert bulk.num_free == one_by_one.num_free == free_before - short
+        assert bulk.num_cached == one_by_one.num_cached
+    else:  # nothing changed
+        assert [bulk.held(o) for o in owners] == held_before
+        assert bulk.num_free == free_before
+    bulk.check_invariants()
