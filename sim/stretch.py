@@ -115,15 +115,13 @@ def advance_decode_steps(
     # Gaps after the first step are the same for the whole batch; so is the first one when
     # every request emitted its previous token at the same instant (the usual case).
     id_array = np.array(ids, dtype=np.int64)
-    together = gaps.count(gaps[0]) == len(gaps)
-    run_gaps = np.empty(steps if together else steps - 1)
-    np.subtract(ends[1:], ends[:-1], out=run_gaps[1:] if together else run_gaps)
-    if together:
-        run_gaps[0] = gaps[0]
+    later_gaps = ends[1:] - ends[:-1]
+    if gaps.count(gaps[0]) == len(gaps):
+        record.itl.add_run(id_array, np.concatenate((gaps[:1], later_gaps)))
     else:
         record.itl.add_singles(id_array, np.array(gaps))
-    if run_gaps.size:
-        record.itl.add_run(id_array, run_gaps)
+        if later_gaps.size:
+            record.itl.add_run(id_array, later_gaps)
 
     starts = np.concatenate(([first_end - float(durations[0])], ends[:-1]))
     record.steps.extend(
