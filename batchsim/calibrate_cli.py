@@ -13,6 +13,7 @@ from rich.table import Table
 
 from sim.calibration.fit import FitError, FitResult, fit_profile
 from sim.calibration.measure.run import MeasureError, MeasureOptions, default_device, measure
+from sim.calibration.own_report import render_own_measurements
 from sim.calibration.report import render_fidelity, target_met
 from sim.calibration.samples import write_samples
 from sim.calibration.spec import load_gpu_spec
@@ -48,12 +49,19 @@ def measure_command(
     quick: Annotated[bool, typer.Option(help="Small grid: seconds on a CPU (CI).")] = False,
     repeats: Annotated[int, typer.Option(min=1, help="Timed repeats (median).")] = 10,
     warmup: Annotated[int, typer.Option(min=0, help="Untimed runs first.")] = 3,
+    forward_steps: Annotated[bool, typer.Option(
+        help="Also time whole decode and prefill steps of the model (random weights).",
+    )] = True,
+    forward_compile: Annotated[bool, typer.Option(
+        help="Time the whole steps again with layers through torch.compile (fused).",
+    )] = False,
 ) -> None:
-    """Time GEMMs, prefill and decode attention, a memory copy and all-reduce (torch)."""
+    """Time GEMMs, prefill and decode attention, a memory copy, all-reduce and whole steps."""
     with _one_line_errors():
         options = MeasureOptions(
             device=device or default_device(), model=load_model(model), out=out, quick=quick,
-            repeats=repeats, warmup=warmup,
+            repeats=repeats, warmup=warmup, forward_steps=forward_steps,
+            forward_compile=forward_compile,
         )
         for path in measure(options, progress=lambda line: typer.echo(line)):
             typer.echo(f"wrote {path}")
@@ -104,7 +112,8 @@ def report_command(
         profiles = [load_gpu_profile(name) for name in list_gpu_profiles()]
         image_dir = out.parent / "images"
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(render_fidelity(profiles, "images"), encoding="utf-8")
+        own = render_own_measurements(samples)
+        out.write_text(render_fidelity(profiles, "images", own), encoding="utf-8")
         typer.echo(f"wrote {out}")
         if not plots:
             return

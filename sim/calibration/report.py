@@ -1,7 +1,8 @@
 """The fidelity report: held-out error per GPU and family, and predicted-vs-measured plots.
 
-The markdown is rendered only from the profiles' recorded errors, so a test can check that the
-committed `docs/fidelity.md` matches the shipped profiles without the measurement tables.
+The markdown is rendered from the profiles' recorded errors and, for the section on our own
+measurements, from the small tables kept in the repository, so a test can check that the
+committed `docs/fidelity.md` matches them without the public measurement tables.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from sim.hardware import GpuProfile
 
 TARGETS = {"gemm": (0.10, 0.25), "decode_attention": (0.10, 0.25)}
 """Held-out (median, p90) targets, for the GPUs in TARGET_GPUS; other rows are reported only."""
-TARGET_GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm")
+TARGET_GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "h200-sxm-measured")
 
-_FAMILY_NAMES = {
+FAMILY_NAMES = {
     "gemm": "GEMM (linear layers)",
     "decode_attention": "decode attention",
     "prefill_attention": "prefill attention",
@@ -64,25 +65,17 @@ _SHORTFALLS = """\
   `per_seq_overhead_s`: scheduling, sampling, CUDA-graph gaps) are priors in every profile.
 """
 
-_OWN_MEASUREMENTS = """\
-## Our own measurements
-
-None yet: no GPU was available when the profiles were fitted, so every calibrated profile is
-fitted to the public tables above. `batchsim calibrate measure` on an H200, fitted with
-`batchsim calibrate fit` and compared with `h200-sxm` from the public tables, is still to do
-(see docs/how-to/calibrate.md for the commands).
-"""
-
-
-def render_fidelity(profiles: Sequence[GpuProfile], image_dir: str | None) -> str:
-    """The whole markdown document."""
+def render_fidelity(profiles: Sequence[GpuProfile], image_dir: str | None,
+                    own_measurements: str) -> str:
+    """The whole markdown document; `own_measurements` is its last section, rendered by
+    `sim.calibration.own_report`."""
     calibrated = [p for p in profiles if p.calibration is not None]
     spec_only = [p for p in profiles if p.calibration is None]
     parts = [_header(), _error_table(calibrated)]
     parts.extend(_gpu_section(p, image_dir) for p in calibrated)
     if spec_only:
         parts.append(_spec_only_section(spec_only))
-    parts += [_SHORTFALLS, _OWN_MEASUREMENTS]
+    parts += [_SHORTFALLS, own_measurements]
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -124,7 +117,7 @@ def _error_table(profiles: Sequence[GpuProfile]) -> str:
             met = target_met(gpu.name, family, error.median_ape, error.p90_ape)
             met = "**no**" if met == "no" else met
             lines.append(
-                f"| {gpu.name} | {_FAMILY_NAMES[family]} | {error.rows:,} | "
+                f"| {gpu.name} | {FAMILY_NAMES[family]} | {error.rows:,} | "
                 f"{error.median_ape:.1%} | {error.p90_ape:.1%} | {met} |"
             )
     return "\n".join(lines) + "\n"

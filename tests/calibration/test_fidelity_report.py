@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sim.calibration.own_report import render_own_measurements
 from sim.calibration.report import render_fidelity, target_met
 from sim.hardware import list_gpu_profiles, load_gpu_profile
 
-_DOC = Path(__file__).resolve().parents[2] / "docs" / "fidelity.md"
+_ROOT = Path(__file__).resolve().parents[2]
+_DOC = _ROOT / "docs" / "fidelity.md"
+_SAMPLES = _ROOT / "hardware_profiles" / "measurements"
 
 
 def test_committed_fidelity_report_matches_the_shipped_profiles() -> None:
     profiles = [load_gpu_profile(name) for name in list_gpu_profiles()]
-    assert _DOC.read_text(encoding="utf-8") == render_fidelity(profiles, "images"), (
+    assert _DOC.read_text(encoding="utf-8") == render_fidelity(
+        profiles, "images", render_own_measurements(_SAMPLES)), (
         "docs/fidelity.md is stale: run `batchsim calibrate report`"
     )
 

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from batchsim.cli import app
+from sim.calibration.measure.forward import step_shapes
 from sim.calibration.tables import REQUIRED_COLUMNS, load_measurements
 from sim.hardware import load_gpu_profile
 
@@ -52,6 +53,7 @@ def test_measure_writes_the_public_tables_columns_and_device_info(measured: Path
     assert device["device_type"] == "cpu"
     assert device["allreduce"].startswith("skipped")
     assert device["copy_bandwidth_bytes_per_s"] > 0
+    assert device["forward_steps"].startswith("measured: a two-layer toy")
     assert not any("time" in key and key != "timing" for key in device)  # no timestamps
 
 
@@ -73,3 +75,24 @@ def test_cpu_measurements_round_trip_through_fit(measured: Path, tmp_path: Path)
     }
     # No GPUs to all-reduce across: those keys stay at the spec's priors, and say so.
     assert "allreduce_bandwidth_efficiency" in profile.calibration.not_fitted
+
+
+def test_measure_times_whole_forward_steps_of_every_shape(measured: Path) -> None:
+    steps = pd.read_csv(measured / "forward_steps_bf16.csv")
+    shapes = step_shapes(quick=True)
+    assert len(steps) == len(shapes)
+    assert list(zip(steps["phase"], steps["batch_size"], steps["new_tokens"], steps["context"],
+                    strict=True)) == [(s.phase, s.batch, s.new_tokens, s.context) for s in shapes]
+    assert not steps["compiled"].any() and not steps["cuda_graph"].any()
+    assert (steps["latency"] > 0).all()
+
+
+def test_forward_steps_can_be_left_out(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["calibrate", "measure", "--device", "cpu", "--quick", "--repeats", "1",
+              "--warmup", "0", "--no-forward-steps", "--out", str(tmp_path)],
+    )
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "forward_steps_bf16.csv").exists()
+    assert json.loads((tmp_path / "device.json").read_text())["forward_steps"].startswith(
+        "skipped")

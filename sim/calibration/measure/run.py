@@ -18,6 +18,7 @@ from sim.calibration.measure.benchmarks import (
     gemm_rows,
     prefill_rows,
 )
+from sim.calibration.measure.forward import forward_rows, quick_model
 from sim.calibration.measure.grids import Grid, full_grid, quick_grid
 from sim.calibration.measure.timing import make_timer
 from sim.model_spec import ModelSpec
@@ -27,6 +28,7 @@ TABLE_NAMES = {
     "prefill_attention": "context_attention_perf_bf16.csv",
     "decode_attention": "generation_attention_perf_bf16.csv",
     "allreduce": "nccl_perf.csv",
+    "forward_steps": "forward_steps_bf16.csv",
 }
 
 
@@ -42,6 +44,8 @@ class MeasureOptions:
     quick: bool
     repeats: int
     warmup: int
+    forward_steps: bool = True  # also time whole decode and prefill steps (dense models)
+    forward_compile: bool = False  # ... also with each layer through torch.compile (fused)
 
 
 def import_torch() -> Any:
@@ -74,21 +78,47 @@ def measure(options: MeasureOptions, progress: Callable[[str], None] = print) ->
         torch.set_num_threads(1)
     grid = quick_grid() if options.quick else full_grid(options.model)
     timer = make_timer(torch, options.device, warmup=options.warmup, repeats=options.repeats)
+    timer.warm_clocks()
     options.out.mkdir(parents=True, exist_ok=True)
-    tables: dict[str, list[dict[str, object]]] = {}
+    # Each table is written as soon as it is measured: a long GPU run that fails late keeps
+    # what it finished.
+    paths: list[Path] = []
+
+    def write(family: str, rows: list[dict[str, object]]) -> None:
+        paths.append(_write_table(options.out / TABLE_NAMES[family], rows))
+
     with torch.inference_mode():
         for family, bench in (("gemm", gemm_rows), ("prefill_attention", prefill_rows),
                               ("decode_attention", decode_rows)):
             progress(f"timing {family}")
-            tables[family] = bench(torch, timer, grid, options.device)
+            write(family, bench(torch, timer, grid, options.device))
         bandwidth = copy_bandwidth(torch, timer, grid, options.device)
         allreduce_note = _allreduce_note(torch, options.device)
         if allreduce_note.startswith("measured"):
             progress("timing all-reduce")
-            tables["allreduce"] = allreduce_rows(torch, grid, options.repeats)
-    paths = [_write_table(options.out / TABLE_NAMES[f], rows) for f, rows in tables.items()]
-    paths.append(_write_device(options, torch, grid, bandwidth, allreduce_note))
+            write("allreduce", allreduce_rows(torch, grid, options.repeats))
+        steps_note = _forward_note(options)
+        if steps_note.startswith("measured"):
+            progress("timing whole forward steps")
+            step_model = quick_model() if options.quick else options.model
+            write("forward_steps", forward_rows(
+                torch, timer, step_model, options.device, quick=options.quick,
+                compiled=options.forward_compile, progress=progress))
+    paths.append(_write_device(options, torch, grid, bandwidth, allreduce_note, steps_note))
     return paths
+
+
+def _forward_note(options: MeasureOptions) -> str:
+    if not options.forward_steps:
+        return "skipped: --no-forward-steps"
+    layers = ("eager layers, and layers through torch.compile" if options.forward_compile
+              else "eager layers")
+    if options.quick:
+        return f"measured: a two-layer toy model (quick grid), {layers}"
+    if options.model.moe is not None or options.model.mla is not None:
+        return f"skipped: {options.model.name} is not a dense model"
+    graphs = "replayed from CUDA graphs" if options.device == "cuda" else "run directly"
+    return f"measured: {options.model.name}, random bf16 weights, {layers}, {graphs}"
 
 
 def _allreduce_note(torch: Any, device: str) -> str:
@@ -106,7 +136,8 @@ def _write_table(path: Path, rows: list[dict[str, object]]) -> Path:
 
 
 def _write_device(
-    options: MeasureOptions, torch: Any, grid: Grid, bandwidth: float, allreduce: str
+    options: MeasureOptions, torch: Any, grid: Grid, bandwidth: float, allreduce: str,
+    forward_steps: str,
 ) -> Path:
     cuda = options.device == "cuda"
     info = {
@@ -117,7 +148,8 @@ def _write_device(
         "dtype": "bfloat16",
         "grid": "quick" if options.quick else f"full ({options.model.name} shapes + generic)",
         "timing": (
-            "CUDA events around each repeat; median of repeats after warm-up"
+            "CUDA events around each repeat, all repeats queued behind a spin kernel and read "
+            "after one synchronisation; median of repeats after warm-up"
             if cuda else "time.perf_counter around each (synchronous) repeat; median"
         ),
         "l2_flush": (
@@ -130,6 +162,7 @@ def _write_device(
         "copy_bandwidth_bytes_per_s": float(f"{bandwidth:.3g}"),
         "copy_bytes": grid.copy_bytes,
         "allreduce": allreduce,
+        "forward_steps": forward_steps,
     }
     path = options.out / "device.json"
     path.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
