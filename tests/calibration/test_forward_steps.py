@@ -3,13 +3,22 @@ repeats so that no event pair brackets a launch gap."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
 
 from sim.calibration.measure import forward
-from sim.calibration.measure.forward import RandomDenseModel, StepShape, quick_model
+from sim.calibration.measure.forward import (
+    RandomDenseModel,
+    StepShape,
+    forward_rows,
+    quick_model,
+    step_shapes,
+)
+from sim.calibration.measure.step_memory import step_bytes, weight_bytes
 from sim.calibration.measure.timing import Timer
+from sim.model_spec import load_model
 
 torch = pytest.importorskip("torch")
 
@@ -88,3 +97,29 @@ def test_cuda_repeats_are_queued_behind_a_spin_and_read_after_one_synchronisatio
     assert log[:2] == ["op", "sync"]  # warm-up, then drained
     assert timed[0].startswith("spin ")  # the GPU waits while Python queues every repeat
     assert timed[1:] == ["record", "op", "record"] * 3 + ["sync"]
+
+
+def test_the_random_model_holds_the_published_parameters_less_the_embedding_table() -> None:
+    model = load_model("llama-3.1-8b")
+    embedding = model.vocab_size * model.hidden_size  # a lookup: no step reads it all
+    assert weight_bytes(model) / 2 == pytest.approx(model.num_params - embedding, rel=1e-3)
+
+
+def test_steps_that_do_not_fit_in_device_memory_are_skipped_with_the_reason() -> None:
+    model = quick_model()
+    timer = Timer(torch=torch, device="cpu", warmup=0, repeats=1)
+    smallest = min(step_bytes(model, s.batch, s.new_tokens, s.context)
+                   for s in step_shapes(quick=True))
+    # Free memory is read once before the weights are made, then before every step.
+    free = itertools.chain([weight_bytes(model)], itertools.repeat(smallest))
+    with torch.inference_mode():
+        result = forward_rows(torch, timer, model, "cpu", quick=True,
+                              free_bytes=lambda: next(free), progress=lambda _: None)
+    assert len(result.rows) == 1  # only the smallest step fits
+    assert len(result.skipped) == len(step_shapes(quick=True)) - 1
+    assert all("needs" in reason and "free" in reason for reason in result.skipped)
+    with torch.inference_mode():
+        none_fit = forward_rows(torch, timer, model, "cpu", quick=True, compiled=True,
+                                free_bytes=lambda: 1024, progress=lambda _: None)
+    assert none_fit.rows == []
+    assert [r.split(":")[0] for r in none_fit.skipped] == ["eager", "through torch.compile"]

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sim.calibration.measure.step_memory import gib, step_bytes, weight_bytes
 from sim.calibration.measure.timing import Timer
 from sim.model_spec import ModelSpec
 
@@ -168,31 +169,49 @@ def _attention(torch: Any, q: Any, k: Any, v: Any, *, causal: bool) -> Any:
     return sdpa(q, k, v, is_causal=causal, enable_gqa=True)
 
 
+@dataclass(frozen=True, slots=True)
+class ForwardSteps:
+    rows: list[Row]  # one per step and variant timed, latency in ms
+    skipped: list[str]  # the steps (or variants) that did not fit in device memory, and why
+
+
 def forward_rows(torch: Any, timer: Timer, model: ModelSpec, device: str, *, quick: bool,
-                 compiled: bool = False, progress: Callable[[str], None] = print) -> list[Row]:
+                 compiled: bool = False, free_bytes: Callable[[], int] | None = None,
+                 progress: Callable[[str], None] = print) -> ForwardSteps:
     """Time every step of `step_shapes` with eager layers, and compiled too if `compiled`.
 
-    One row per step and variant, latency in ms.
+    `free_bytes` (CUDA: free device memory) lets a step that would not fit be skipped and
+    reported instead of failing the run; None checks nothing.
     """
     if model.moe is not None or model.mla is not None:
         raise ValueError(f"forward steps time dense models; {model.name} is not one")
-    rows: list[Row] = []
+    result = ForwardSteps(rows=[], skipped=[])
     for variant in (False, True) if compiled else (False,):
-        progress(f"  layers {'through torch.compile' if variant else 'eager'}")
+        label = "through torch.compile" if variant else "eager"
+        progress(f"  layers {label}")
+        if free_bytes is not None and weight_bytes(model) > free_bytes():
+            result.skipped.append(f"{label}: the weights need {gib(weight_bytes(model))}, "
+                                  f"{gib(free_bytes())} free")
+            continue
         net = RandomDenseModel(torch, model, device, compiled=variant)
-        rows += _variant_rows(torch, timer, net, device, quick=quick, progress=progress)
+        _time_variant(torch, timer, net, device, quick, free_bytes, progress, result)
         del net  # the weights of one variant at a time
-    return rows
+    return result
 
 
-def _variant_rows(torch: Any, timer: Timer, net: RandomDenseModel, device: str, *, quick: bool,
-                  progress: Callable[[str], None]) -> list[Row]:
-    rows: list[Row] = []
+def _time_variant(torch: Any, timer: Timer, net: RandomDenseModel, device: str, quick: bool,
+                  free_bytes: Callable[[], int] | None, progress: Callable[[str], None],
+                  result: ForwardSteps) -> None:
     for shape in step_shapes(quick=quick):
-        progress(f"    {shape.phase} batch {shape.batch} x {shape.new_tokens} tokens "
-                 f"over {shape.context}")
+        name = f"{shape.phase} batch {shape.batch} x {shape.new_tokens} tokens over {shape.context}"
+        need = step_bytes(net.model, shape.batch, shape.new_tokens, shape.context)
+        if free_bytes is not None and need > free_bytes():
+            result.skipped.append(f"{name}: needs {gib(need)}, {gib(free_bytes())} free")
+            progress(f"    {name}: skipped, needs {gib(need)}")
+            continue
+        progress(f"    {name}")
         run, graphed = _runnable(torch, net.prepare(shape).run, device)
-        rows.append({
+        result.rows.append({
             "model": net.model.name, "phase": shape.phase, "batch_size": shape.batch,
             "new_tokens": shape.new_tokens, "context": shape.context,
             "compiled": net.compiled, "cuda_graph": graphed, "latency": timer.median_s(run) * 1e3,
@@ -200,7 +219,6 @@ def _variant_rows(torch: Any, timer: Timer, net: RandomDenseModel, device: str, 
         del run
         if device == "cuda":
             torch.cuda.empty_cache()
-    return rows
 
 
 def _runnable(torch: Any, step: Callable[[], Any], device: str) -> tuple[Callable[[], Any], bool]:

@@ -101,11 +101,23 @@ def measure(options: MeasureOptions, progress: Callable[[str], None] = print) ->
         if steps_note.startswith("measured"):
             progress("timing whole forward steps")
             step_model = quick_model() if options.quick else options.model
-            write("forward_steps", forward_rows(
+            steps = forward_rows(
                 torch, timer, step_model, options.device, quick=options.quick,
-                compiled=options.forward_compile, progress=progress))
+                compiled=options.forward_compile, free_bytes=_free_bytes(torch, options.device),
+                progress=progress)
+            if steps.rows:
+                write("forward_steps", steps.rows)
+            if steps.skipped:
+                steps_note += "; skipped, not enough device memory: " + "; ".join(steps.skipped)
     paths.append(_write_device(options, torch, grid, bandwidth, allreduce_note, steps_note))
     return paths
+
+
+def _free_bytes(torch: Any, device: str) -> Callable[[], int] | None:
+    """Free device memory, read afresh each time (CUDA); None on the CPU (nothing checked)."""
+    if device != "cuda":
+        return None
+    return lambda: int(torch.cuda.mem_get_info()[0])
 
 
 def _forward_note(options: MeasureOptions) -> str:
