@@ -8,13 +8,11 @@ KV blocks last.
 
 from __future__ import annotations
 
-import numpy as np
-
 from policies.budget import StepBudget
 from sim.kv_cache import KVBlockPool
 from sim.request import Request
 from sim.step_plan import StepPlan
-from sim.stretch import exact_blocks_by_step
+from sim.stretch import ExactGrowth
 
 
 def reject_if_never_fits(request: Request, pool: KVBlockPool) -> bool:
@@ -61,7 +59,7 @@ def schedule_all_decodes(
         for request in growing:
             allocated = pool.allocate(request.request_id, request.num_tokens)
             assert allocated, "a running request held more KV than its computed tokens"
-    plan.add_decodes(list(running), contexts)
+    plan.add_decodes(running, contexts)
     budget.tokens_left -= tokens
     budget.seqs_left -= count
     return True
@@ -80,6 +78,6 @@ def decode_repeat_steps(plan: StepPlan, num_running: int, pool: KVBlockPool,
     if len(plan.requests) != num_running:
         return 1
     # Allocation is exact: each request holds the blocks of the tokens it computes now.
-    extra = exact_blocks_by_step(plan.contexts, pool.block_size, horizon)
-    plan.kv_growth = extra  # the engine's stretch needs the same counts
-    return int(np.searchsorted(extra, pool.num_free, side="right"))
+    growth = ExactGrowth.of(plan.contexts, pool.block_size)
+    plan.kv_growth = growth  # the engine's stretch needs the same counts
+    return growth.steps_within(pool.num_free, horizon)

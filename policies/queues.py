@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from policies.admission import AdmissionControl, KVReserve, ReserveGate, steps_applied
 from policies.budget import StepBudget
 from policies.iteration_level import decode_repeat_steps, reject_if_never_fits
@@ -143,8 +141,8 @@ class IterationLevelQueues:
         steps = decode_repeat_steps(plan, len(self.running), self.pool, horizon)
         if plan.kv_growth is not None and self._eviction_may_unblock():
             # Stop before the first step whose growth evicts a cached block.
-            evicting = np.searchsorted(plan.kv_growth, self.pool.num_free_uncached, side="right")
-            steps = min(steps, max(1, int(evicting)))
+            evicting = plan.kv_growth.steps_within(self.pool.num_free_uncached, horizon)
+            steps = min(steps, max(1, evicting))
         return steps
 
     def _eviction_may_unblock(self) -> bool:

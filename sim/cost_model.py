@@ -29,6 +29,7 @@ from sim.roofline import (
     allreduce_seconds,
     decode_attention_from_terms,
     decode_attention_over_steps,
+    decode_attention_step_list,
     decode_attention_terms,
     gemm_parts,
     gemm_seconds,
@@ -41,6 +42,10 @@ from sim.roofline import (
 _MAX_CACHE_ENTRIES = 100_000
 # Token counts priced together when the layer cache misses.
 _LAYER_BLOCK = 256
+# Up to this many steps a stretch is priced in plain Python (`decode_step_list`): about
+# 1.6 µs + 0.18 µs a step there, against about 7 µs of numpy calls for any short stretch
+# (measured on the development machine; they break even near 30 steps).
+_PYTHON_DECODE_MAX_STEPS = 30
 
 _FloatOrArray = TypeVar("_FloatOrArray", float, np.ndarray)
 
@@ -194,7 +199,7 @@ class RooflineCostModel:
             raise ValueError(
                 f"new_tokens has shape {new_tokens.shape} but context_tokens {context_tokens.shape}"
             )
-        total_new = int(new_tokens.sum())
+        total_new = int(np.add.reduce(new_tokens))  # (the ufunc: `.sum()` wraps it in Python)
         if total_new <= 0:
             raise ValueError("step_time of a step with no new tokens")
 
@@ -302,24 +307,57 @@ class RooflineCostModel:
         Computed with the same operations in the same order as `step_time`, so each element
         equals `step_time(...).seconds` exactly — the fast path's results depend on that.
         """
-        if not (new_tokens == 1).all():
-            raise ValueError("decode_step_seconds needs a decode-only batch (one token each)")
         num_seqs = new_tokens.shape[0]
+        # Checked and summed as Python lists: batches are tens of sequences, where each numpy
+        # call costs more than the arithmetic (the sums are exact integers either way).
+        if new_tokens.tolist().count(1) != num_seqs:
+            raise ValueError("decode_step_seconds needs a decode-only batch (one token each)")
         linear_s, communication_s, overhead_s, _ = self._fixed_parts(num_seqs, num_emitting,
                                                                      num_seqs)
         # Σ (c_i + 1) at step j: exact integers, as `step_time` counts them.
-        first = int(context_tokens.sum()) + num_seqs
+        first = sum(context_tokens.tolist()) + num_seqs
         kv_tokens = np.arange(first, first + num_seqs * num_steps, num_seqs, dtype=np.int64)
         share, terms = self._decode_terms(num_seqs)
         if share == 1.0 and not self._decode_flops_per_kv_token:
-            per_layer_s = decode_attention_over_steps(kv_tokens, terms)
-            attention_s = self._layers * (self._attention_launch_s + per_layer_s)
+            # In place on the new array: `x += y` is `x + y`, and + and * commute, so these
+            # are `layers · (launch + per_layer)` exactly as `step_time` adds them.
+            total_s = decode_attention_over_steps(kv_tokens, terms)
+            total_s += self._attention_launch_s
+            total_s *= self._layers
         else:
-            attention_s = self._decode_attention_s(kv_tokens.astype(np.float64), num_seqs)
-        total_s = linear_s + attention_s
+            total_s = self._decode_attention_s(kv_tokens.astype(np.float64), num_seqs)
+        total_s += linear_s  # linear + attention
         if communication_s:  # x + 0.0 is x: skipped without tensor parallelism
-            total_s = total_s + communication_s
-        return total_s + overhead_s
+            total_s += communication_s
+        total_s += overhead_s
+        return total_s
+
+    def decode_step_list(
+        self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
+        num_steps: int,
+    ) -> list[float]:
+        """`decode_step_seconds` of a batch given as lists, as a list, the same numbers bit for
+        bit: the engine's stretch works on plain numbers. A short stretch (the usual one: it
+        is cut by the next arrival or finish) is priced in plain Python, which costs less
+        than numpy's per-call overhead; a long one, or data-parallel or MLA attention, by
+        `decode_step_seconds`."""
+        num_seqs = len(new_tokens)
+        share, terms = self._decode_terms(num_seqs)
+        if num_steps > _PYTHON_DECODE_MAX_STEPS or share != 1.0 or \
+                self._decode_flops_per_kv_token:
+            return self.decode_step_seconds(np.array(new_tokens, dtype=np.int64),
+                                            np.array(context_tokens, dtype=np.int64),
+                                            num_emitting, num_steps).tolist()
+        if new_tokens.count(1) != num_seqs:
+            raise ValueError("decode_step_list needs a decode-only batch (one token each)")
+        linear_s, communication_s, overhead_s, _ = self._fixed_parts(num_seqs, num_emitting,
+                                                                     num_seqs)
+        # Σ (c_i + 1) at step j, as `step_time` counts it; then `step_time`'s sum in its order
+        # (adding a zero communication time changes nothing: x + 0.0 is x).
+        first = sum(context_tokens) + num_seqs
+        launch_s, layers = self._attention_launch_s, self._layers
+        return [linear_s + layers * (launch_s + per_layer_s) + communication_s + overhead_s
+                for per_layer_s in decode_attention_step_list(first, num_seqs, num_steps, terms)]
 
     def _decode_attention_s(self, kv_tokens: _FloatOrArray, num_seqs: int) -> _FloatOrArray:
         """Decode attention of `num_seqs` sequences reading `kv_tokens` cached tokens in all

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Protocol
 
 import numpy as np
@@ -38,10 +42,10 @@ class StepCostModel(Protocol):
 
     def swap_time(self, num_tokens: int) -> float: ...
 
-    def decode_step_seconds(
-        self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
+    def decode_step_list(
+        self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
         num_steps: int,
-    ) -> np.ndarray: ...
+    ) -> list[float]: ...
 
 
 class _HasSeconds(Protocol):
@@ -113,7 +117,7 @@ class Replica:
         self._steps = 0
         # A stretch in flight: step end times, cumulative blocks taken, free blocks and
         # uncached free blocks when it started.
-        self._stretch: tuple[np.ndarray, np.ndarray, int, int] | None = None
+        self._stretch: tuple[list[float], list[int], int, int] | None = None
         self._wake = env.event()
         env.process(self._run())
 
@@ -138,10 +142,10 @@ class Replica:
         ends, growth, free_at_start, _ = self._stretch
         return free_at_start - self._blocks_taken_in_stretch(ends, growth)
 
-    def _blocks_taken_in_stretch(self, ends: np.ndarray, growth: np.ndarray) -> int:
+    def _blocks_taken_in_stretch(self, ends: list[float], growth: list[int]) -> int:
         # Steps whose start has passed have allocated their blocks.
-        started = min(int(np.searchsorted(ends, self.env.now, side="right")), ends.size - 1)
-        return int(growth[started])
+        started = min(bisect_right(ends, self.env.now), len(ends) - 1)
+        return growth[started]
 
     def cached_prefix_blocks(self, request: Request) -> int:
         """Leading prompt blocks of `request` cached here now (prefix caching), as stepping one
@@ -208,40 +212,48 @@ class Replica:
         """
         env = self.env
         start = env.now
-        durations = self.cost_model.decode_step_seconds(
-            plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting, steps
-        )
-        ends = np.cumsum(np.concatenate(([start], durations)))[1:]
+        # Plain floats throughout: a stretch is a few dozen steps, where list operations cost
+        # less than numpy calls. (And SimPy's clock must not carry numpy scalars: they would
+        # make all later time arithmetic several times slower.)
+        durations = self.cost_model.decode_step_list(*plan.cost_lists(), plan.num_emitting,
+                                                     steps)
+        ends = list(accumulate(durations, initial=start))  # sequential sums, as a cumsum
+        del ends[0]
         waiting = self.policy.num_waiting  # constant until the arrival that ends the stretch
         growth = kv_growth(plan, self.policy.pool, steps)
         pool = self.policy.pool
         self._stretch = (ends, growth, pool.num_free, pool.num_free_uncached)
         self._wake = env.event()
-        # Python floats, not numpy scalars: SimPy's clock would carry the numpy type into
-        # every timestamp and make all later time arithmetic several times slower.
-        last_end = float(ends[-1])
-        yield self._wake | env.timeout(last_end - start)
+        last_end = ends[-1]
+        yield _first_of(env, self._wake, env.timeout(last_end - start))
         if env.now < last_end:  # woken by an arrival
-            steps = int(np.searchsorted(ends, env.now, side="left")) + 1
-            step_end = float(ends[steps - 1])
+            steps = bisect_left(ends, env.now) + 1
+            step_end = ends[steps - 1]
             if step_end > env.now:
                 yield env.timeout(step_end - env.now)
         self._stretch = None
-        if steps > 1:
-            advance_decode_steps(
-                plan, ends[: steps - 1], durations[: steps - 1], growth,
-                pool=self.policy.pool, record=self.record, replica=self.index,
-                num_waiting=waiting,
-            )
-            self._steps += steps - 1
-        self._finish_step(plan, float(ends[steps - 2]) if steps > 1 else start,
-                          float(durations[steps - 1]))
+        if steps == 1:
+            self._finish_step(plan, start, durations[0])
+            return
+        # The steps before the last in bulk, with the last step's tokens (its gaps are the
+        # batch's, like the steps' before it); then the last step through the policy.
+        advance_decode_steps(
+            plan, ends[: steps - 1], durations[: steps - 1], growth,
+            pool=self.policy.pool, record=self.record, replica=self.index,
+            num_waiting=waiting, last_end=env.now,
+        )
+        self._steps += steps - 1
+        self._finish_step(plan, ends[steps - 2], durations[steps - 1], tokens_recorded=True)
 
-    def _finish_step(self, plan: StepPlan, start: float, duration: float) -> None:
-        """Apply the step that just ended, record it, and hand finished requests back."""
+    def _finish_step(self, plan: StepPlan, start: float, duration: float,
+                     tokens_recorded: bool = False) -> None:
+        """Apply the step that just ended, record it, and hand finished requests back
+        (`tokens_recorded`: a stretch's last step, whose tokens `advance_decode_steps`
+        recorded)."""
         now = self.env.now
         outcome = self.policy.on_step_done(plan, now)
-        self.record.record_tokens(outcome.emitted, now)
+        if not tokens_recorded:
+            self.record.record_tokens(outcome.emitted, now)
         self.record.steps.append(
             start, duration, self.index, len(plan.requests),
             plan.total_new_tokens + plan.verified_tokens, outcome.num_tokens,
@@ -255,6 +267,43 @@ class Replica:
         self._steps += 1
         if self.on_progress is not None and self._steps % _PROGRESS_EVERY_STEPS == 0:
             self.on_progress(now)
+
+
+def _first_of(env: simpy.Environment, wake: simpy.Event, timeout: simpy.Event) -> simpy.Event:
+    """`wake | timeout` (SimPy's AnyOf) without its bookkeeping: an event that succeeds when
+    the first of the two is processed. It schedules exactly what AnyOf schedules, in the same
+    order (itself, once, when the first of the two is processed), so simultaneous events keep
+    their order; it is cheaper because a stretch waits on one at every scheduling event."""
+    first = env.event()
+
+    def fire(_: simpy.Event) -> None:
+        if not first.triggered:
+            first.succeed()
+
+    # The second event, processed later, finds `first` triggered and does nothing: the
+    # callback may stay on it (AnyOf removes its own; the difference is unobservable).
+    wake.callbacks.append(fire)
+    timeout.callbacks.append(fire)
+    return first
+
+
+# The cyclic garbage collector's thresholds while simulating (the default is (700, 10, 10)).
+_GC_THRESHOLDS = (100_000, 10, 10)
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Collect cyclic garbage less often while simulating. A run allocates millions of objects
+    that live to its end (requests, log columns) and almost no reference cycles (a few dozen
+    in a whole run of benchmark (a) or (b), measured), so the collector's scans of the young
+    objects every 700 allocations are wasted work: about 3% of benchmark (b). Garbage is still
+    collected, in the same generations, in larger batches; the thresholds are restored after."""
+    previous = gc.get_threshold()
+    gc.set_threshold(*_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
 
 
 class Simulation:
@@ -294,7 +343,8 @@ class Simulation:
                 self.env.process(self._session(self.traffic, session))
         else:
             self._start_closed_loop(self.traffic)
-        self.env.run()
+        with _fewer_collections():
+            self.env.run()
         unfinished = [r.request_id for r in self.record.requests if not r.is_finished]
         if unfinished:
             raise SimulationStalled(

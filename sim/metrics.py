@@ -85,7 +85,10 @@ def _itl_distribution(record: RunRecord, measured: np.ndarray) -> dict[str, floa
     if values.size == 0:
         return {"mean": None, **dict.fromkeys(PERCENTILES)}
     weights = weights[np.argsort(values, kind="stable")]
-    values.sort(kind="stable")  # the same array as values[order]
+    # The same array as values[order]: equal gaps are equal bits (all are differences of
+    # times, never −0.0), so any sort gives it, and numpy's default is about 40% faster than
+    # its stable one. (The weights' order among equal gaps matters to the mean: stable.)
+    values.sort()
     return _sorted_distribution(values, weights)
 
 

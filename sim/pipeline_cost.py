@@ -196,6 +196,16 @@ class PipelineCostModel:
                 for n, c in zip(parts.new, parts.context, strict=True)]
         return np.asarray(_period(body, parts, self.pipeline_parallel), dtype=np.float64)
 
+    def decode_step_list(
+        self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
+        num_steps: int,
+    ) -> list[float]:
+        """`decode_step_seconds` of a batch given as lists, as a list (the engine's stretch
+        works on plain numbers)."""
+        return self.decode_step_seconds(np.array(new_tokens, dtype=np.int64),
+                                        np.array(context_tokens, dtype=np.int64),
+                                        num_emitting, num_steps).tolist()
+
     def swap_time(self, num_tokens: int) -> float:
         """Seconds to copy `num_tokens` tokens of KV one way over PCIe.
 

@@ -202,19 +202,47 @@ def decode_attention_over_steps(kv_tokens: np.ndarray, terms: DecodeAttentionTer
     takes and the side of the split threshold usually hold for the whole stretch, so max, min
     and the comparison are known, and adding an absent term (x + 0.0 is x) is skipped.
     """
-    reads = kv_tokens * terms.token_s
+    # In place on the one new array: `x += y` computes exactly `x + y` (and + and * commute).
+    busy_s = kv_tokens * terms.token_s  # the reads, until the overlap is added
     fixed, fraction = terms.fixed_s, terms.overlap_fraction
-    if reads[0] >= fixed:
-        busy_s = reads + fraction * fixed
-    elif reads[-1] <= fixed:
-        busy_s = fixed + fraction * reads
+    if busy_s[0] >= fixed:
+        busy_s += fraction * fixed
+    elif busy_s[-1] <= fixed:
+        busy_s *= fraction
+        busy_s += fixed
     else:
         return decode_attention_from_terms(kv_tokens, terms)
     if kv_tokens[0] > terms.split_threshold:
-        busy_s = busy_s + terms.combine_s
+        busy_s += terms.combine_s
     elif kv_tokens[-1] > terms.split_threshold:
-        busy_s = busy_s + (kv_tokens > terms.split_threshold) * terms.combine_s
-    return busy_s + terms.regroup_s if terms.regroup_s else busy_s
+        busy_s += (kv_tokens > terms.split_threshold) * terms.combine_s
+    if terms.regroup_s:
+        busy_s += terms.regroup_s
+    return busy_s
+
+
+def decode_attention_step_list(
+    first_kv_tokens: int, kv_tokens_per_step: int, num_steps: int, terms: DecodeAttentionTerms
+) -> list[float]:
+    """`decode_attention_from_terms` of a stretch of decode steps reading `first_kv_tokens`,
+    then that many more per step, as plain Python floats.
+
+    For a short stretch: a few dozen steps cost less in Python than the dozen numpy calls of
+    `decode_attention_over_steps`. Each element is the general formula's, operation for
+    operation (Python floats are IEEE doubles like numpy's, and a bool times a float is 1.0
+    or 0.0 times it in both), so the numbers are the same bit for bit.
+    """
+    fixed, token_s, fraction = terms.fixed_s, terms.token_s, terms.overlap_fraction
+    threshold, combine_s, regroup_s = terms.split_threshold, terms.combine_s, terms.regroup_s
+    hidden_fixed = fraction * fixed  # overlap_linear's term when the reads are the larger
+    seconds = []
+    stop = first_kv_tokens + kv_tokens_per_step * num_steps
+    for kv_tokens in range(first_kv_tokens, stop, kv_tokens_per_step):
+        reads = kv_tokens * token_s
+        # overlap_linear(fixed, reads): max + fraction · min (at a tie both sides are equal)
+        busy_s = reads + hidden_fixed if reads >= fixed else fixed + fraction * reads
+        seconds.append(busy_s + (kv_tokens > threshold) * combine_s + regroup_s)
+    return seconds
 
 
 def decode_attention_variable_seconds(

@@ -10,6 +10,10 @@ last step of a stretch goes through the policy's ordinary `on_step_done`.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import accumulate, cycle, islice, pairwise
+
 import numpy as np
 
 from sim.kv_cache import KVBlockPool
@@ -25,6 +29,8 @@ def decode_horizon(plan: StepPlan) -> int:
     """
     if plan.decodes_only:  # a plan of running decodes only needs no check
         return max(min([r.output_tokens - r.num_generated for r in plan.requests]), 0)
+    if plan.num_new_tokens.count(1) != len(plan.num_new_tokens):
+        return 0  # a prefill (usually the last request): found without walking the batch
     horizon = -1
     for request, n, computed in zip(plan.requests, plan.num_new_tokens, plan.contexts,
                                     strict=True):
@@ -56,47 +62,86 @@ def extra_blocks_by_step(
     return np.cumsum(per_step)
 
 
-def exact_blocks_by_step(contexts: list[int], block_size: int, num_steps: int) -> np.ndarray:
-    """`extra_blocks_by_step` for a decoding batch whose allocation is exact: request r holds
-    the blocks of its `contexts[r] + 1` tokens, so its first extra block comes at step
-    f = (−(c + 1) mod block_size) + 1, between 1 and `block_size`, and one more every
-    `block_size` steps. The blocks newly needed per step are then periodic — step j ≥ 1 needs
-    as many as there are requests with f ≡ j (mod block_size) — so the counts of f, repeated,
-    give every step in a handful of array operations (a stretch is planned at every event).
+@dataclass(slots=True)  # not frozen: built at every event, and frozen init costs
+class ExactGrowth:
+    """`extra_blocks_by_step` of a decoding batch whose allocation is exact, as arithmetic.
+
+    Request r holds the blocks of its `contexts[r] + 1` tokens, so its first extra block
+    comes at step f = (−(c + 1) mod block_size) + 1, between 1 and `block_size`, and one more
+    every `block_size` steps. The blocks newly needed per step are therefore periodic: step
+    j ≥ 1 needs as many as there are requests with f ≡ j (mod block_size), and each period of
+    `block_size` steps takes one block per request. So the cumulative count at any step, and
+    the number of steps a given number of free blocks lasts, follow from the per-residue
+    counts without building the (horizon-long) array: a stretch is planned at every event,
+    and about half of them are cut by an arrival before their horizon.
     """
-    firsts = [-(c + 1) % block_size + 1 for c in contexts]
-    per_residue = np.bincount(firsts, minlength=block_size + 1)[1:]
-    growth = np.zeros(num_steps, dtype=np.int64)
-    periods = max(1, -(-(num_steps - 1) // block_size))
-    np.cumsum(np.concatenate((per_residue,) * periods)[: num_steps - 1], out=growth[1:])
-    return growth
+
+    block_size: int
+    batch: int  # requests, i.e. blocks taken per period
+    per_residue: tuple[int, ...]  # [k]: requests whose first extra block comes at step k + 1
+    first_within: tuple[int, ...]  # [k]: requests whose first extra block comes by step k
+
+    @classmethod
+    def of(cls, contexts: list[int], block_size: int) -> ExactGrowth:
+        counts = [0] * (block_size + 1)
+        for context in contexts:
+            counts[-(context + 1) % block_size + 1] += 1
+        return cls(block_size, len(contexts), tuple(counts[1:]), tuple(accumulate(counts)))
+
+    def at(self, step: int) -> int:
+        """Blocks beyond those held that steps 0..step need in total."""
+        if step == 0:
+            return 0
+        periods, into = divmod(step - 1, self.block_size)
+        return periods * self.batch + self.first_within[into + 1]
+
+    def steps_within(self, free: int, horizon: int) -> int:
+        """Of steps 0..horizon-1, how many need no more than `free` blocks in total (the
+        searchsorted of `free`, side right, in the cumulative counts)."""
+        periods, left = divmod(free, self.batch)
+        # Every step of the first `periods` periods fits; of the next, those whose count
+        # stays within what is left (`first_within[0]` is step 0, which needs nothing).
+        return min(horizon, periods * self.block_size + bisect_right(self.first_within, left))
+
+    def cumulative(self, num_steps: int) -> list[int]:
+        """The cumulative counts of steps 0..num_steps-1 (`exact_blocks_by_step`)."""
+        return list(accumulate(islice(cycle(self.per_residue), num_steps - 1), initial=0))
 
 
-def kv_growth(plan: StepPlan, pool: KVBlockPool, steps: int) -> np.ndarray:
+def exact_blocks_by_step(contexts: list[int], block_size: int, num_steps: int) -> np.ndarray:
+    """`extra_blocks_by_step` for a decoding batch whose allocation is exact (`ExactGrowth`)."""
+    return np.array(ExactGrowth.of(contexts, block_size).cumulative(num_steps), dtype=np.int64)
+
+
+def kv_growth(plan: StepPlan, pool: KVBlockPool, steps: int) -> list[int]:
     """Cumulative KV blocks the stretch's steps 0..steps-1 take beyond those held now."""
-    if plan.kv_growth is not None and plan.kv_growth.size >= steps:
-        return plan.kv_growth[:steps]  # counted by the policy's repeatable_steps
+    if plan.kv_growth is not None:
+        return plan.kv_growth.cumulative(steps)  # counted by the policy's repeatable_steps
     held = pool.held_many([r.request_id for r in plan.requests])
     tokens = np.array(plan.contexts, dtype=np.int64) + 1
-    return extra_blocks_by_step(tokens, held, pool.block_size, steps)
+    return extra_blocks_by_step(tokens, held, pool.block_size, steps).tolist()
 
 
 def advance_decode_steps(
-    plan: StepPlan, ends: np.ndarray, durations: np.ndarray, growth: np.ndarray, *,
-    pool: KVBlockPool, record: RunRecord, replica: int, num_waiting: int,
+    plan: StepPlan, ends: list[float], durations: list[float], growth: list[int], *,
+    pool: KVBlockPool, record: RunRecord, replica: int, num_waiting: int, last_end: float,
 ) -> None:
-    """Apply `len(ends)` decode steps of `plan` that ended at `ends`, none finishing a request.
+    """Apply `len(ends)` decode steps of `plan` that ended at `ends`, none finishing a request,
+    and record the tokens of the step that follows them, the stretch's last, ending at
+    `last_end` (the engine applies that step itself, without recording its tokens again).
 
     `growth` is the stretch's `kv_growth`. Afterwards every request holds the KV blocks for the
-    step that follows (the stretch's last), as the policy's schedule would have allocated them.
+    stretch's last step, as the policy's schedule would have allocated them. Plain lists
+    throughout: a stretch applies a few dozen steps to a few dozen requests, where numpy's
+    per-call cost exceeds the arithmetic.
     """
-    steps = ends.size
+    steps = len(ends)
     requests = plan.requests
     used_before = pool.num_used
-    first_end, last = float(ends[0]), float(ends[-1])
-    # One pass over the batch (tens of requests: plain Python beats numpy's per-call cost):
-    # each request's first gap, the tokens its KV must hold for the stretch's last step, and
-    # its token account advanced by the steps applied here.
+    first_end = ends[0]
+    # One pass over the batch: each request's first gap, the tokens its KV must hold for the
+    # stretch's last step, and its token account advanced by the steps applied here. Every
+    # request emits at the last step too (all decode), at `last_end`.
     ids: list[int] = []
     gaps: list[float] = []
     tokens: list[int] = []
@@ -106,26 +151,28 @@ def advance_decode_steps(
         tokens.append(context + steps + 1)
         request.num_computed_tokens += steps
         request.num_generated += steps
-        request.last_token_s = last
+        request.last_token_s = last_end
     # Every request now holds blocks for its computed tokens; the stretch's last step needs one
     # more token each, and a new block only where that crosses a block boundary.
     grown = pool.grow_many(ids, tokens)
     assert grown, "a fast-path stretch ran out of KV blocks"
 
-    # Gaps after the first step are the same for the whole batch; so is the first one when
-    # every request emitted its previous token at the same instant (the usual case).
-    id_array = np.array(ids, dtype=np.int64)
-    later_gaps = ends[1:] - ends[:-1]
+    # Gaps after the first step are the same for the whole batch, the last step's included;
+    # so is the first one when every request emitted its previous token at the same instant
+    # (the usual case). One run, as stepping one by one extends the batch's run step by step.
+    later_gaps = [end - previous for previous, end in pairwise(ends)]
+    later_gaps.append(last_end - ends[-1])
     if gaps.count(gaps[0]) == len(gaps):
-        record.itl.add_run(id_array, np.concatenate((gaps[:1], later_gaps)))
+        gaps[1:] = later_gaps
+        record.itl.add_run(ids, gaps)
     else:
-        record.itl.add_singles(id_array, np.array(gaps))
-        if later_gaps.size:
-            record.itl.add_run(id_array, later_gaps)
+        record.itl.add_singles(ids, gaps)
+        record.itl.add_run(ids, later_gaps)
 
-    starts = np.concatenate(([first_end - float(durations[0])], ends[:-1]))
+    starts = [first_end - durations[0]]
+    starts += ends[:-1]
     record.steps.extend(
         start_s=starts, duration_s=durations, replica=replica, num_seqs=len(ids),
-        new_tokens=len(ids), emitted=len(ids), kv_used=used_before + growth[:steps],
+        new_tokens=len(ids), emitted=len(ids), kv_used=[used_before + g for g in growth[:steps]],
         waiting=num_waiting,
     )

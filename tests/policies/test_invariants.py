@@ -36,6 +36,11 @@ class LinearCost:
         return np.array([self.step_time(new, context + j, emitting).seconds
                          for j in range(num_steps)])
 
+    def decode_step_list(self, new: list[int], context: list[int], emitting: int,
+                         num_steps: int) -> list[float]:
+        return self.decode_step_seconds(np.array(new), np.array(context), emitting,
+                                        num_steps).tolist()
+
 
 workloads = st.fixed_dictionaries({
     "n": st.integers(1, 60),

@@ -12,7 +12,8 @@ from sim.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 
 _CALIBRATED = ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s"]
 _SPEC_ONLY = ["b200", "mi300x"]
-_SHIPPED = sorted(_CALIBRATED + _SPEC_ONLY)
+_OWN_MEASUREMENTS = "h200-sxm-measured"  # fitted to our own single-GPU H200 timings
+_SHIPPED = sorted([*_CALIBRATED, *_SPEC_ONLY, _OWN_MEASUREMENTS])
 
 
 def _h100_document() -> dict[str, object]:
@@ -33,6 +34,25 @@ def _write(tmp_path: Path, document: dict[str, object], name: str = "my-gpu.yaml
 
 def test_all_shipped_profiles_are_listed() -> None:
     assert list_gpu_profiles() == _SHIPPED
+
+
+def test_the_profile_of_our_own_measurements_borrows_only_all_reduce() -> None:
+    own, public = load_gpu_profile(_OWN_MEASUREMENTS), load_gpu_profile("h200-sxm")
+    assert own.efficiency.calibrated is True
+    assert own.calibration is not None
+    # One GPU measures no all-reduce: those keys are the public H200 fit's, and say so.
+    assert set(own.calibration.heldout_error) == {
+        "gemm", "decode_attention", "prefill_attention"
+    }
+    allreduce = [f.name for f in dataclasses.fields(own.efficiency)
+                 if f.name.startswith("allreduce_")]
+    assert set(allreduce) <= set(own.calibration.not_fitted)
+    for key in allreduce:
+        assert getattr(own.efficiency, key) == getattr(public.efficiency, key)
+    # The spec sheet is the same GPU's.
+    assert own.memory_bandwidth_bytes_per_s == public.memory_bandwidth_bytes_per_s
+    assert own.peak_flops == public.peak_flops
+    assert own.efficiency.gemm_peak_efficiency != public.efficiency.gemm_peak_efficiency
 
 
 @pytest.mark.parametrize("name", _CALIBRATED)
@@ -155,6 +175,6 @@ def test_missing_file_is_a_hardware_error(tmp_path: Path) -> None:
 def test_sm_counts_from_the_spec_sheets() -> None:
     counts = {name: load_gpu_profile(name).sm_count for name in _SHIPPED}
     assert counts == {"a100-sxm-80gb": 108, "h100-sxm": 132, "h200-sxm": 132, "l40s": 142,
-                      "mi300x": 304, "b200": None}
+                      "mi300x": 304, "b200": None, "h200-sxm-measured": 132}
     b200 = load_gpu_profile("b200").efficiency  # no SM count: the SM terms are off
     assert b200.gemm_wave_exponent == b200.decode_unsplit_fill == b200.decode_split_fill == 0

@@ -57,3 +57,17 @@ def test_a_run_of_the_same_batch_continues_the_last_one_in_order(runs, singles, 
     values, weights = log.values_and_weights(np.array(counted))
     used = singles[:len(runs)]
     assert (values.tolist(), weights.tolist()) == _plain_values_and_weights(runs, used, counted)
+
+
+@settings(max_examples=100, deadline=None)
+@given(entries=st.lists(st.tuples(st.booleans(), _ids, _gaps), max_size=8))
+def test_lists_and_arrays_store_the_same_bytes(entries):
+    """The fast path hands its ids and gaps over as lists, the tests above as arrays."""
+    from_lists, from_arrays = ITLLog(), ITLLog()
+    for is_run, ids, gaps in entries:
+        for log, as_given in ((from_lists, list), (from_arrays, np.array)):
+            add = log.add_run if is_run else log.add_singles
+            add(as_given(ids), as_given(gaps if is_run else gaps[:1] * len(ids)))
+    for name in ("single_request", "single_gap", "run_ids", "run_gaps", "run_ids_end",
+                 "run_gaps_end"):
+        assert getattr(from_lists, name) == getattr(from_arrays, name), name

@@ -161,6 +161,8 @@ def test_fast_decode_path_equals_step_time_for_moe_models() -> None:
         steps = cost.decode_step_seconds(seqs, context, 32, 4)
         for j in range(4):
             assert steps[j] == cost.step_time(seqs, context + j, 32).seconds
+        # The engine's list (numpy underneath for data-parallel or MLA attention).
+        assert cost.decode_step_list(seqs.tolist(), context.tolist(), 32, 4) == steps.tolist()
 
 
 def test_a_prefill_chunk_re_expands_the_cached_latents() -> None:

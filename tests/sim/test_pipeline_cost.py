@@ -115,6 +115,7 @@ def test_decode_step_seconds_equals_step_time_element_for_element(tp: int, pp: i
     fast = model.decode_step_seconds(new, context, n, steps)
     slow = [model.step_time(new, context + k, n).seconds for k in range(steps)]
     assert fast.tolist() == slow  # exact: the fast path's results depend on it
+    assert model.decode_step_list(new.tolist(), context.tolist(), n, steps) == slow
     assert fast[-1] > fast[0]  # the KV read grows
 
 

@@ -18,6 +18,7 @@ from sim.roofline import (
     DecodeAttentionTerms,
     decode_attention_from_terms,
     decode_attention_over_steps,
+    decode_attention_step_list,
     decode_attention_variable_seconds,
     gemm_parts,
     gemm_wave_efficiency,
@@ -147,6 +148,38 @@ def test_many_decode_steps_at_once_equal_one_at_a_time_bit_for_bit(gpu: str, mod
         many = cost_model.decode_step_seconds(new, context, batch, 64)
         one = [cost_model.step_time(new, context + j, batch).seconds for j in range(64)]
         assert many.tolist() == one
+        # The engine's list: priced in plain Python up to its step limit, by numpy beyond.
+        for steps in (2, 17, 30, 31, 64):
+            assert cost_model.decode_step_list(new.tolist(), context.tolist(), batch,
+                                               steps) == one[:steps]
+
+
+@settings(max_examples=100, deadline=None)
+@given(contexts=st.lists(st.integers(0, 20_000), min_size=1, max_size=256),
+       steps=st.integers(1, 60), emitting=st.booleans(), tp=st.sampled_from([1, 2, 4]))
+def test_a_stretch_priced_in_python_equals_step_time_bit_for_bit(
+        contexts: list[int], steps: int, emitting: bool, tp: int) -> None:
+    """`decode_step_list`'s plain-Python pricing, with and without tensor parallelism."""
+    cost_model = _h100_8b(tp)
+    new = np.ones(len(contexts), dtype=np.int64)
+    context = np.array(contexts, dtype=np.int64)
+    num_emitting = len(contexts) if emitting else 0
+    one = [cost_model.step_time(new, context + j, num_emitting).seconds for j in range(steps)]
+    assert cost_model.decode_step_list([1] * len(contexts), contexts, num_emitting,
+                                       steps) == one
+    assert cost_model.decode_step_seconds(new, context, num_emitting, steps).tolist() == one
+
+
+def _h100_8b(tp: int) -> RooflineCostModel:
+    cached = _COST_MODELS.get(tp)
+    if cached is None:
+        cached = _COST_MODELS[tp] = RooflineCostModel(
+            load_model("llama-3.1-8b"), load_gpu_profile("h100"), tensor_parallel=tp,
+            weight_dtype="bf16", kv_dtype="bf16")
+    return cached
+
+
+_COST_MODELS: dict[int, RooflineCostModel] = {}
 
 
 @settings(max_examples=300, deadline=None)
@@ -165,3 +198,4 @@ def test_a_stretchs_decode_attention_equals_the_general_formula_bit_for_bit(
     general = decode_attention_from_terms(kv.astype(np.float64), terms)
     assert decode_attention_over_steps(kv, terms).tolist() == general.tolist()
     assert [decode_attention_from_terms(float(k), terms) for k in kv.tolist()] == general.tolist()
+    assert decode_attention_step_list(first, batch, steps, terms) == general.tolist()

@@ -53,6 +53,26 @@ def test_every_column_has_the_rows_given(entries):
     assert len(log.segment_rows) <= len(rows)
 
 
+@settings(max_examples=100, deadline=None)
+@given(entries=_entries)
+def test_a_stretch_given_as_lists_is_logged_as_one_given_as_arrays(entries):
+    """The fast path extends the log with lists; the columns are the same bytes."""
+    from_arrays, _ = _logged(entries)
+    from_lists = StepLog()
+    for kind, entry in entries:
+        if kind == "row":
+            from_lists.append(*entry)
+        else:
+            steps, replica, seqs, waiting = entry
+            starts, durations, kv = (list(c) for c in zip(*steps, strict=True))
+            from_lists.extend(start_s=starts, duration_s=durations, replica=replica,
+                              num_seqs=seqs, new_tokens=seqs, emitted=seqs, kv_used=kv,
+                              waiting=waiting)
+    for name in ("start_s", "duration_s", "kv_used_blocks", "segment_rows", "replica",
+                 "num_seqs", "new_tokens", "emitted_tokens", "num_waiting", "preempted"):
+        assert getattr(from_lists, name) == getattr(from_arrays, name), name
+
+
 def test_alike_rows_share_a_segment_and_a_change_starts_one():
     log = StepLog()
     log.extend(start_s=np.array([0.0, 1.0]), duration_s=np.array([1.0, 1.0]), replica=0,
