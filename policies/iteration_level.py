@@ -46,14 +46,22 @@ def schedule_all_decodes(
     tokens = count * (1 + lookahead)
     if not count or count > budget.seqs_left or tokens > budget.tokens_left:
         return False
-    contexts = [r.num_computed_tokens for r in running]
+    contexts: list[int]
     if lookahead:
+        contexts = [r.num_computed_tokens for r in running]
         wanted = [r.num_tokens + lookahead for r in running]
         if not pool.grow_many([r.request_id for r in running], wanted):
             return False
     else:
+        # One pass: each request's computed tokens, and those whose blocks are full.
         block_size = pool.block_size
-        growing = [r for r, c in zip(running, contexts, strict=True) if c % block_size == 0]
+        contexts = []
+        growing: list[Request] = []
+        for request in running:
+            context = request.num_computed_tokens
+            contexts.append(context)
+            if not context % block_size:
+                growing.append(request)
         if len(growing) > pool.num_free:
             return False
         for request in growing:

@@ -26,6 +26,7 @@ from sim.moe_cost import LayerStackCost, attention_shape
 from sim.moe_layout import Parallelism, check_parallelism, kv_bytes_per_token_per_gpu
 from sim.roofline import (
     DecodeAttentionTerms,
+    StepAround,
     allreduce_seconds,
     decode_attention_from_terms,
     decode_attention_over_steps,
@@ -43,9 +44,9 @@ _MAX_CACHE_ENTRIES = 100_000
 # Token counts priced together when the layer cache misses.
 _LAYER_BLOCK = 256
 # Up to this many steps a stretch is priced in plain Python (`decode_step_list`): about
-# 1.6 µs + 0.18 µs a step there, against about 7 µs of numpy calls for any short stretch
-# (measured on the development machine; they break even near 30 steps).
-_PYTHON_DECODE_MAX_STEPS = 30
+# 1.2 µs + 0.17 µs a step there, against about 7.7 µs of numpy calls for any short stretch
+# (measured on the development machine; they break even near 38 steps).
+_PYTHON_DECODE_MAX_STEPS = 38
 
 _FloatOrArray = TypeVar("_FloatOrArray", float, np.ndarray)
 
@@ -218,6 +219,30 @@ class RooflineCostModel:
             compute_bound_linear=compute_bound,
         )
 
+    def step_seconds(self, new_tokens: list[int], context_tokens: list[int],
+                     num_emitting: int) -> float:
+        """`step_time(...).seconds` of a step given as lists (no verification), the same number
+        bit for bit: the engine prices most single steps (an arrival's prefill with a few
+        decodes) this way, without building arrays or a `StepCost`. A large batch, or one
+        whose shape the list path does not cover, goes through `step_time`."""
+        num_seqs = len(new_tokens)
+        if num_seqs > _PYTHON_SUMS_MAX_SEQS or len(context_tokens) != num_seqs:
+            return self._step_time_of_lists(new_tokens, context_tokens, num_emitting)
+        total_new = sum(new_tokens)
+        sums = _prefill_sums_of_lists(new_tokens, context_tokens)
+        if total_new <= 0 or (not sums.num_prefills and total_new != num_seqs):
+            # No new tokens (an error), or a zero-token sequence: the general path decides.
+            return self._step_time_of_lists(new_tokens, context_tokens, num_emitting)
+        linear_s, communication_s, overhead_s, _ = self._fixed_parts(
+            total_new, num_emitting, num_seqs)
+        attention_s = self._attention_from_sums(sums, num_seqs)
+        return linear_s + attention_s + communication_s + overhead_s
+
+    def _step_time_of_lists(self, new_tokens: list[int], context_tokens: list[int],
+                            num_emitting: int) -> float:
+        return self.step_time(np.array(new_tokens, dtype=np.int64),
+                              np.array(context_tokens, dtype=np.int64), num_emitting).seconds
+
     def _fixed_parts(self, total_new: int, num_emitting: int,
                      num_seqs: int) -> tuple[float, float, float, bool]:
         """What a step costs besides attention: the layers' GEMMs and the LM head, the
@@ -250,11 +275,16 @@ class RooflineCostModel:
         self, new_tokens: np.ndarray, context_tokens: np.ndarray, total_new: int, num_seqs: int
     ) -> float:
         sums = _prefill_sums(new_tokens, context_tokens)
-        if not sums.num_prefills:
-            if total_new == num_seqs:  # the common pure-decode step: every q_i == 1
-                decode_kv_tokens = float(sums.all_context) + num_seqs
-            else:
-                decode_kv_tokens = self._decode_kv_tokens(new_tokens, context_tokens)
+        if not sums.num_prefills and total_new != num_seqs:  # not every q_i == 1
+            decode_kv_tokens = self._decode_kv_tokens(new_tokens, context_tokens)
+            return self._decode_attention_s(decode_kv_tokens, num_seqs)
+        return self._attention_from_sums(sums, num_seqs)
+
+    def _attention_from_sums(self, sums: _PrefillSums, num_seqs: int) -> float:
+        """Attention of a step from its sums: a mixed or prefill step, or a pure-decode one
+        (no prefills, every q_i == 1)."""
+        if not sums.num_prefills:  # the common pure-decode step
+            decode_kv_tokens = float(sums.all_context) + num_seqs
             return self._decode_attention_s(decode_kv_tokens, num_seqs)
 
         # One attention kernel per layer serves the whole mixed batch (FlashAttention varlen):
@@ -355,9 +385,9 @@ class RooflineCostModel:
         # Σ (c_i + 1) at step j, as `step_time` counts it; then `step_time`'s sum in its order
         # (adding a zero communication time changes nothing: x + 0.0 is x).
         first = sum(context_tokens) + num_seqs
-        launch_s, layers = self._attention_launch_s, self._layers
-        return [linear_s + layers * (launch_s + per_layer_s) + communication_s + overhead_s
-                for per_layer_s in decode_attention_step_list(first, num_seqs, num_steps, terms)]
+        around = StepAround(linear_s, self._layers, self._attention_launch_s, communication_s,
+                            overhead_s)
+        return decode_attention_step_list(first, num_seqs, num_steps, terms, around)
 
     def _decode_attention_s(self, kv_tokens: _FloatOrArray, num_seqs: int) -> _FloatOrArray:
         """Decode attention of `num_seqs` sequences reading `kv_tokens` cached tokens in all
@@ -530,8 +560,13 @@ def _prefill_sums(new_tokens: np.ndarray, context_tokens: np.ndarray) -> _Prefil
         q, c = new_tokens[is_prefill], context_tokens[is_prefill]
         return _PrefillSums(int(q.sum()), int(c.sum()), int(np.dot(q, c)), int(np.dot(q, q)),
                             int(q.shape[0]), int(context_tokens.sum()))
+    return _prefill_sums_of_lists(new_tokens.tolist(), context_tokens.tolist())
+
+
+def _prefill_sums_of_lists(new_tokens: list[int], context_tokens: list[int]) -> _PrefillSums:
+    """`_prefill_sums` in plain Python (exact integers, as numpy's)."""
     new = context = new_times_context = new_squared = count = all_context = 0
-    for q, c in zip(new_tokens.tolist(), context_tokens.tolist(), strict=True):
+    for q, c in zip(new_tokens, context_tokens, strict=True):
         all_context += c
         if q > 1:
             new += q

@@ -40,6 +40,10 @@ class StepCostModel(Protocol):
         verifying: np.ndarray | None = None,
     ) -> _HasSeconds: ...
 
+    def step_seconds(
+        self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
+    ) -> float: ...
+
     def swap_time(self, num_tokens: int) -> float: ...
 
     def decode_step_list(
@@ -194,10 +198,12 @@ class Replica:
 
     def _run_step(self, plan: StepPlan) -> Process:
         start = self.env.now
-        shape = (plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting)
-        cost = self.cost_model.step_time(*shape) if plan.verifying is None else \
-            self.cost_model.step_time(*shape, plan.verifying)  # speculative verification
-        duration = cost.seconds
+        if plan.verifying is None:  # priced from the plan's lists (see `step_seconds`)
+            duration = self.cost_model.step_seconds(*plan.cost_lists(), plan.num_emitting)
+        else:  # speculative verification
+            duration = self.cost_model.step_time(
+                plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting,
+                plan.verifying).seconds
         if plan.swap_tokens:
             duration += self.cost_model.swap_time(plan.swap_tokens)
         duration += plan.draft_seconds  # speculative decoding's drafter runs first
@@ -251,13 +257,14 @@ class Replica:
         (`tokens_recorded`: a stretch's last step, whose tokens `advance_decode_steps`
         recorded)."""
         now = self.env.now
-        outcome = self.policy.on_step_done(plan, now)
+        policy, record = self.policy, self.record
+        outcome = policy.on_step_done(plan, now)
         if not tokens_recorded:
-            self.record.record_tokens(outcome.emitted, now)
-        self.record.steps.append(
+            record.record_tokens(outcome.emitted, now)
+        record.steps.append(
             start, duration, self.index, len(plan.requests),
             plan.total_new_tokens + plan.verified_tokens, outcome.num_tokens,
-            self.policy.pool.num_used, self.policy.num_waiting, len(plan.preempted),
+            policy.pool.num_used, policy.num_waiting, len(plan.preempted),
         )
         for request in outcome.finished:
             request.finish_s = now
@@ -353,6 +360,9 @@ class Simulation:
         return self.record
 
     def _in_system(self) -> int:
+        if len(self.replicas) == 1:  # counted at every arrival and finish: no generator
+            policy = self.replicas[0].policy
+            return policy.num_running + policy.num_waiting + self.dispatch.held()
         queued = sum(r.policy.num_running + r.policy.num_waiting for r in self.replicas)
         return queued + self.dispatch.held()
 

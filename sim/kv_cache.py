@@ -51,7 +51,7 @@ class KVBlockPool:
 
     @property
     def num_used(self) -> int:
-        return self.num_blocks - self.num_free
+        return self.num_blocks - len(self._free) - len(self._evictable)  # − num_free
 
     @property
     def num_free_uncached(self) -> int:

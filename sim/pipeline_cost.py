@@ -179,6 +179,12 @@ class PipelineCostModel:
             transfer_s=parts.transfer_s[slowest],
         )
 
+    def step_seconds(self, new_tokens: list[int], context_tokens: list[int],
+                     num_emitting: int) -> float:
+        """`step_time(...).seconds` of a step given as lists."""
+        return self.step_time(np.array(new_tokens, dtype=np.int64),
+                              np.array(context_tokens, dtype=np.int64), num_emitting).seconds
+
     def decode_step_seconds(
         self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
         num_steps: int,

@@ -11,7 +11,7 @@ arithmetic and numpy ufuncs, so a scalar call and an array call do the same oper
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -221,11 +221,24 @@ def decode_attention_over_steps(kv_tokens: np.ndarray, terms: DecodeAttentionTer
     return busy_s
 
 
+class StepAround(NamedTuple):
+    """What a step adds around its per-layer decode attention: `before_s + layers · (launch_s
+    + attention) + communication_s + overhead_s`, summed in that order (`step_time`'s)."""
+
+    before_s: float  # the linear layers and the LM head
+    layers: float
+    launch_s: float
+    communication_s: float
+    overhead_s: float
+
+
 def decode_attention_step_list(
-    first_kv_tokens: int, kv_tokens_per_step: int, num_steps: int, terms: DecodeAttentionTerms
+    first_kv_tokens: int, kv_tokens_per_step: int, num_steps: int, terms: DecodeAttentionTerms,
+    around: StepAround | None = None,
 ) -> list[float]:
     """`decode_attention_from_terms` of a stretch of decode steps reading `first_kv_tokens`,
-    then that many more per step, as plain Python floats.
+    then that many more per step, as plain Python floats; with `around`, each step's whole
+    duration (the same operations as pricing the attention first, in one pass).
 
     For a short stretch: a few dozen steps cost less in Python than the dozen numpy calls of
     `decode_attention_over_steps`. Each element is the general formula's, operation for
@@ -237,11 +250,21 @@ def decode_attention_step_list(
     hidden_fixed = fraction * fixed  # overlap_linear's term when the reads are the larger
     seconds = []
     stop = first_kv_tokens + kv_tokens_per_step * num_steps
+    if around is None:
+        for kv_tokens in range(first_kv_tokens, stop, kv_tokens_per_step):
+            reads = kv_tokens * token_s
+            # overlap_linear(fixed, reads): max + fraction · min (at a tie both sides are equal)
+            busy_s = reads + hidden_fixed if reads >= fixed else fixed + fraction * reads
+            seconds.append(busy_s + (kv_tokens > threshold) * combine_s + regroup_s)
+        return seconds
+    before_s, layers, launch_s = around.before_s, around.layers, around.launch_s
+    communication_s, overhead_s = around.communication_s, around.overhead_s
     for kv_tokens in range(first_kv_tokens, stop, kv_tokens_per_step):
         reads = kv_tokens * token_s
-        # overlap_linear(fixed, reads): max + fraction · min (at a tie both sides are equal)
         busy_s = reads + hidden_fixed if reads >= fixed else fixed + fraction * reads
-        seconds.append(busy_s + (kv_tokens > threshold) * combine_s + regroup_s)
+        attention_s = busy_s + (kv_tokens > threshold) * combine_s + regroup_s
+        seconds.append(before_s + layers * (launch_s + attention_s) + communication_s
+                       + overhead_s)
     return seconds
 
 

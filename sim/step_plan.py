@@ -86,6 +86,8 @@ class StepPlan:
 
     @property
     def total_new_tokens(self) -> int:
+        if self.decodes_only:  # one token each
+            return len(self.num_new_tokens)
         return int(sum(self.num_new_tokens))
 
     def add(self, request: Request, num_new_tokens: int) -> None:

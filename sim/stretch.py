@@ -144,17 +144,23 @@ def advance_decode_steps(
     # request emits at the last step too (all decode), at `last_end`.
     ids: list[int] = []
     gaps: list[float] = []
+    growing: list[int] = []
     tokens: list[int] = []
+    block_size = pool.block_size
     for request, context in zip(requests, plan.contexts, strict=True):
-        ids.append(request.request_id)
+        request_id = request.request_id
+        ids.append(request_id)
         gaps.append(first_end - request.last_token_s)
-        tokens.append(context + steps + 1)
+        # It holds blocks for at least its context + 1 tokens (the stretch's first step); the
+        # last step needs context + steps + 1: new blocks at most where that crosses a block
+        # boundary, so only those requests are asked about (the pool counts what they hold).
+        if (context + steps) // block_size != context // block_size:
+            growing.append(request_id)
+            tokens.append(context + steps + 1)
         request.num_computed_tokens += steps
         request.num_generated += steps
         request.last_token_s = last_end
-    # Every request now holds blocks for its computed tokens; the stretch's last step needs one
-    # more token each, and a new block only where that crosses a block boundary.
-    grown = pool.grow_many(ids, tokens)
+    grown = pool.grow_many(growing, tokens)
     assert grown, "a fast-path stretch ran out of KV blocks"
 
     # Gaps after the first step are the same for the whole batch, the last step's included;

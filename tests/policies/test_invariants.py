@@ -28,6 +28,9 @@ class LinearCost:
     def step_time(self, new: np.ndarray, context: np.ndarray, emitting: int) -> _Seconds:
         return _Seconds(2e-3 + 2e-5 * float(new.sum()) + 1e-8 * float(context.sum()))
 
+    def step_seconds(self, new: list[int], context: list[int], emitting: int) -> float:
+        return self.step_time(np.array(new), np.array(context), emitting).seconds
+
     def swap_time(self, num_tokens: int) -> float:
         return 1e-6 * num_tokens
 

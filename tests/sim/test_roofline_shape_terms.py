@@ -149,7 +149,7 @@ def test_many_decode_steps_at_once_equal_one_at_a_time_bit_for_bit(gpu: str, mod
         one = [cost_model.step_time(new, context + j, batch).seconds for j in range(64)]
         assert many.tolist() == one
         # The engine's list: priced in plain Python up to its step limit, by numpy beyond.
-        for steps in (2, 17, 30, 31, 64):
+        for steps in (2, 17, 38, 39, 64):
             assert cost_model.decode_step_list(new.tolist(), context.tolist(), batch,
                                                steps) == one[:steps]
 
@@ -168,6 +168,30 @@ def test_a_stretch_priced_in_python_equals_step_time_bit_for_bit(
     assert cost_model.decode_step_list([1] * len(contexts), contexts, num_emitting,
                                        steps) == one
     assert cost_model.decode_step_seconds(new, context, num_emitting, steps).tolist() == one
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(1, 3000), st.integers(0, 20_000)), min_size=1,
+                      max_size=80),
+       decodes=st.integers(0, 40), emitting=st.integers(0, 120), tp=st.sampled_from([1, 4]))
+def test_a_step_priced_from_lists_equals_step_time_bit_for_bit(
+        steps: list[tuple[int, int]], decodes: int, emitting: int, tp: int) -> None:
+    """`step_seconds` (the engine's single steps): prefills, mixed and pure-decode steps, in
+    plain Python up to 64 sequences and through `step_time` beyond."""
+    cost_model = _h100_8b(tp)
+    new = [n for n, _ in steps] + [1] * decodes
+    context = [c for _, c in steps] + list(range(decodes))
+    expected = cost_model.step_time(np.array(new, dtype=np.int64),
+                                    np.array(context, dtype=np.int64), emitting).seconds
+    assert cost_model.step_seconds(new, context, emitting) == expected
+    ones = [1] * len(context)  # the same batch decoding
+    assert cost_model.step_seconds(ones, context, emitting) == cost_model.step_time(
+        np.array(ones, dtype=np.int64), np.array(context, dtype=np.int64), emitting).seconds
+
+
+def test_a_step_from_lists_with_no_new_tokens_is_refused() -> None:
+    with pytest.raises(ValueError, match="no new tokens"):
+        _h100_8b(1).step_seconds([0, 0], [5, 7], 0)
 
 
 def _h100_8b(tp: int) -> RooflineCostModel:

@@ -4,7 +4,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.stretch import ExactGrowth, exact_blocks_by_step, extra_blocks_by_step
+from sim.kv_cache import KVBlockPool
+from sim.recorder import RunRecord
+from sim.request import Request
+from sim.step_plan import StepPlan
+from sim.stretch import (
+    ExactGrowth,
+    advance_decode_steps,
+    exact_blocks_by_step,
+    extra_blocks_by_step,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -43,3 +52,32 @@ def test_exact_growth_answers_without_the_array(data, block_size, horizon, free)
     assert growth.steps_within(free, horizon) == int(np.searchsorted(counts, free, side="right"))
     assert [growth.at(step) for step in range(horizon)] == counts.tolist()
     assert growth.cumulative(horizon) == counts.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), block_size=st.integers(1, 32), steps=st.integers(1, 80))
+def test_a_stretch_takes_the_blocks_one_allocation_per_request_would(data, block_size, steps):
+    """`advance_decode_steps` asks the pool only about requests whose last step crosses a
+    block boundary; requests holding spare blocks (slack) must come out the same."""
+    n = data.draw(st.integers(1, 30))
+    contexts = data.draw(st.lists(st.integers(1, 2000), min_size=n, max_size=n))
+    slack = data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    pools = [KVBlockPool(200_000, block_size), KVBlockPool(200_000, block_size)]
+    requests = []
+    for i, (context, spare) in enumerate(zip(contexts, slack, strict=True)):
+        request = Request(i, 0.0, context, context + steps + 5)
+        request.num_computed_tokens, request.num_generated = context, 1
+        request.last_token_s = 0.0
+        requests.append(request)
+        for pool in pools:  # the first step's blocks, and any spare ones
+            assert pool.allocate(i, context + 1 + spare * block_size)
+    plan = StepPlan()
+    plan.add_decodes(requests, list(contexts))
+    ends = [0.1 * (j + 1) for j in range(steps)]
+    advance_decode_steps(plan, ends, [0.1] * steps, list(range(steps + 1)), pool=pools[0],
+                         record=RunRecord(), replica=0, num_waiting=0,
+                         last_end=0.1 * (steps + 1))
+    for i, context in enumerate(contexts):
+        assert pools[1].allocate(i, context + steps + 1)
+    assert pools[0]._owned == pools[1]._owned
+    assert pools[0]._free == pools[1]._free
