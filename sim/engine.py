@@ -340,7 +340,7 @@ class Simulation:
         self.traffic = traffic
         self.max_model_len = max_model_len
         self._done_events: dict[int, simpy.Event] = {}
-        self._progress = self.env.event()  # succeeds whenever a request finishes
+        self._progress = self.env.event()  # succeeds at the first finish while waited on
 
     def run(self) -> RunRecord:
         if isinstance(self.traffic, OpenLoopTraffic):
@@ -399,7 +399,10 @@ class Simulation:
     def _on_done(self, request: Request) -> None:
         if request.status is not RequestStatus.REJECTED:
             self.record.record_occupancy(self.env.now, self._in_system())
-            if not self._progress.triggered:
+            # Only a closed-loop user retrying after a rejection waits on it: with no one
+            # waiting, succeeding would schedule an event whose processing does nothing (one
+            # per finished request), so the untriggered event is kept for a later waiter.
+            if self._progress.callbacks and not self._progress.triggered:
                 self._progress.succeed()
                 self._progress = self.env.event()
         event = self._done_events.pop(request.request_id, None)

@@ -18,6 +18,7 @@ import yaml
 
 from sim.calibration.record import CalibrationRecord, parse_calibration_record
 from sim.dtypes import COMPUTE_RATE_OF_WEIGHTS, check_weight_dtype
+from sim.yaml_load import safe_load
 
 _PROFILE_PACKAGE = "hardware_profiles"
 _PROFILE_DIR = "gpus"
@@ -164,7 +165,7 @@ def load_gpu_profile(spec: str, base_dir: Path | None = None) -> GpuProfile:
 def parse_gpu_profile(text: str, where: str) -> GpuProfile:
     """Parse and validate a profile YAML document; `where` names it in error messages."""
     try:
-        document = yaml.safe_load(text)
+        document = safe_load(text)
     except yaml.YAMLError as exc:
         raise HardwareError(f"{where}: not valid YAML ({exc})") from None
     if not isinstance(document, dict):

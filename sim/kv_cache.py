@@ -100,15 +100,26 @@ class KVBlockPool:
         Returns False, changing nothing, when the pool lacks the blocks: the caller decides
         whether to preempt someone and retry.
         """
+        # Inlined (`held`, `blocks_for`, `num_free`, `_take`'s free-stack case): planning
+        # calls this for every running request at a block boundary, about once per step.
         blocks = self._owned.get(owner)
-        if blocks is not None and total_tokens <= len(blocks) * self.block_size:
+        held = len(blocks) if blocks else 0
+        if total_tokens <= held * self.block_size:
             return True  # the common case: the last block still has room
-        need = self.extra_blocks_needed(owner, total_tokens)
-        if need == 0:
-            return True
-        if need > self.num_free:
+        need = -(-total_tokens // self.block_size) - held
+        free = self._free
+        end = len(free) - need
+        if end >= 0:  # all from the free stack, as `_take` takes them
+            taken = free[end:]
+            del free[end:]
+        elif need > len(free) + len(self._evictable):  # more than `num_free`
             return False
-        self._owned.setdefault(owner, []).extend(self._take(need))
+        else:
+            taken = self._take(need)
+        if blocks is None:
+            self._owned[owner] = taken
+        else:
+            blocks.extend(taken)
         return True
 
     def grow_many(self, owners: Sequence[int], total_tokens: Sequence[int]) -> bool:

@@ -37,8 +37,10 @@ def distribution(values: np.ndarray) -> dict[str, float | None]:
     if values.size == 0:
         return {"mean": None, **dict.fromkeys(PERCENTILES)}
     stats: dict[str, float | None] = {"mean": float(values.mean())}
-    for key, q in PERCENTILES.items():
-        stats[key] = float(np.percentile(values, q))
+    # All percentiles from one partition: numpy computes each exactly as it would alone
+    # (the same order statistics and interpolation), at about a third of four calls' cost.
+    tails = np.percentile(values, list(PERCENTILES.values())).tolist()
+    stats.update(zip(PERCENTILES, tails, strict=True))
     return stats
 
 
@@ -78,17 +80,20 @@ def _sorted_distribution(values: np.ndarray, weights: np.ndarray) -> dict[str, f
 def _itl_distribution(record: RunRecord, measured: np.ndarray) -> dict[str, float | None]:
     """`weighted_distribution` of the inter-token gaps of the measured requests.
 
-    There is a gap per engine step, so these can be a run's largest arrays: they are sorted
-    here in place rather than copied, to the same order and numbers.
+    There is a gap per engine step, so these can be a run's largest arrays: each is replaced
+    by its sorted copy as it is made, to the same order and numbers as `weighted_distribution`.
     """
     values, weights = record.itl.values_and_weights(measured)  # new arrays, weights > 0
     if values.size == 0:
         return {"mean": None, **dict.fromkeys(PERCENTILES)}
-    weights = weights[np.argsort(values, kind="stable")]
-    # The same array as values[order]: equal gaps are equal bits (all are differences of
-    # times, never −0.0), so any sort gives it, and numpy's default is about 40% faster than
-    # its stable one. (The weights' order among equal gaps matters to the mean: stable.)
-    values.sort()
+    # The weights' order among equal gaps matters to the mean: a stable order. Taking the
+    # values by it is a gather (about 2 ms for (a)'s 450,000 gaps) where sorting them again
+    # took 24 ms; the old arrays go as the new ones come, so the peak grows by the weights'
+    # 4 bytes per gap only.
+    order = np.argsort(values, kind="stable")
+    weights = weights[order]
+    values = values[order]
+    del order
     return _sorted_distribution(values, weights)
 
 

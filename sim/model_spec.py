@@ -20,6 +20,7 @@ import yaml
 
 from sim.mla import MLASpec
 from sim.moe_spec import MoESpec
+from sim.yaml_load import safe_load
 
 _LIBRARY_PACKAGE = "hardware_profiles"
 _LIBRARY_FILE = ("models", "library.yaml")
@@ -203,7 +204,7 @@ def _read_library() -> tuple[str, Mapping[str, Any]]:
     resource = resources.files(_LIBRARY_PACKAGE).joinpath(*_LIBRARY_FILE)
     where = f"{_LIBRARY_PACKAGE}/{'/'.join(_LIBRARY_FILE)}"
     try:
-        document = yaml.safe_load(resource.read_text(encoding="utf-8"))
+        document = safe_load(resource.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ModelError(f"{where}: not valid YAML ({exc})") from None
     models = document.get("models") if isinstance(document, dict) else None

@@ -25,3 +25,26 @@ def test_users_beyond_a_full_queue_back_off_instead_of_spinning(tmp_path: Path) 
     rejected, finished = requests["rejected"].sum(), requests["finished"].sum()
     assert rejected <= 50 * (finished + 1)
     assert (requests.loc[requests["rejected"], "arrival_s"].diff().dropna() >= 0).all()
+
+
+def test_finishes_schedule_no_progress_event_when_no_user_waits_for_one() -> None:
+    """Open-loop traffic never waits on `_progress`: its finishes leave the one event
+    untriggered (succeeding it would schedule an event that does nothing), and the run is
+    the same. (The closed-loop retry above is the case where someone waits.)"""
+    import numpy as np
+
+    from policies.continuous import ContinuousBatching
+    from sim.engine import OpenLoopTraffic, Simulation
+    from sim.kv_cache import KVBlockPool
+    from tests.policies.test_invariants import LinearCost
+
+    traffic = OpenLoopTraffic(np.array([0.0, 0.5, 0.5, 2.0]), np.array([30, 5, 70, 9]),
+                              np.array([4, 12, 1, 6]))
+    policy = ContinuousBatching(pool=KVBlockPool(1000, 16), max_num_seqs=4,
+                                max_num_batched_tokens=4096)
+    simulation = Simulation([policy], LinearCost(), traffic)
+    progress = simulation._progress
+    record = simulation.run()
+    assert all(r.is_finished for r in record.requests)
+    assert simulation._progress is progress
+    assert not progress.triggered

@@ -51,3 +51,34 @@ def test_slowdown_buckets_by_prompt_length_leave_empty_ones_out():
     assert list(buckets) == ["1-255", "256-1023", "16384+"]
     assert buckets["1-255"]["requests"] == 2 and buckets["1-255"]["mean"] == 2.0
     assert buckets["16384+"]["p50"] == 8.0
+
+
+class _StepTimeOnly:
+    """A cost model seen through `step_time` and `decode_step_seconds` only (no list pricing),
+    so that `isolated_service_s` takes its general path."""
+
+    def __init__(self, cost) -> None:
+        self._cost = cost
+
+    def step_time(self, new_tokens, context_tokens, num_emitting):
+        return self._cost.step_time(new_tokens, context_tokens, num_emitting)
+
+    def decode_step_seconds(self, new_tokens, context_tokens, num_emitting, num_steps):
+        return self._cost.decode_step_seconds(new_tokens, context_tokens, num_emitting,
+                                              num_steps)
+
+
+@pytest.mark.parametrize("tensor_parallel", [1, 4])
+def test_prefills_priced_from_lists_equal_step_time_bit_for_bit(tensor_parallel):
+    from sim.cost_model import RooflineCostModel
+    from sim.hardware import load_gpu_profile
+    from sim.model_spec import load_model
+
+    cost = RooflineCostModel(load_model("llama-3.1-8b"), load_gpu_profile("h100-sxm"),
+                             tensor_parallel=tensor_parallel, weight_dtype="bf16", kv_dtype="bf16")
+    rng = np.random.default_rng(7)
+    prompt = np.concatenate(([1, 16, 17, 8191], rng.integers(1, 9000, 300)))
+    output = rng.integers(1, 500, prompt.size)
+    fast = isolated_service_s(prompt, output, cost)
+    general = isolated_service_s(prompt, output, _StepTimeOnly(cost))
+    assert fast.tobytes() == general.tobytes()

@@ -48,3 +48,37 @@ def test_grow_many_is_all_or_nothing_and_equals_one_allocation_per_owner(
         assert [bulk.held(o) for o in owners] == held_before
         assert bulk.num_free == free_before
     bulk.check_invariants()
+
+
+def _allocate_as_written_before(pool: KVBlockPool, owner: int, total_tokens: int) -> bool:
+    """`allocate` before it was inlined: through `held`, `blocks_for`, `num_free`, `_take`."""
+    if owner in pool._owned and total_tokens <= len(pool._owned[owner]) * pool.block_size:
+        return True
+    need = pool.extra_blocks_needed(owner, total_tokens)
+    if need == 0:
+        return True
+    if need > pool.num_free:
+        return False
+    pool._owned.setdefault(owner, []).extend(pool._take(need))
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(num_blocks=st.integers(4, 48), prefix_caching=st.booleans(),
+       history=st.lists(st.tuples(st.integers(0, 9), st.integers(1, 60)), max_size=10),
+       released=st.lists(st.integers(0, 9), max_size=5),
+       requests=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 90)), min_size=1,
+                         max_size=10))
+def test_allocate_hands_out_the_blocks_it_handed_out_before_it_was_inlined(
+        num_blocks, prefix_caching, history, released, requests):
+    """The same answers and the same block ids, from the free stack and from evictable
+    prefix-cache blocks, for owners new and old, with room and without."""
+    pool = _pool_with_history(num_blocks, prefix_caching, history, released)
+    reference = _pool_with_history(num_blocks, prefix_caching, history, released)
+    for owner, tokens in requests:
+        assert pool.allocate(owner, tokens) == _allocate_as_written_before(reference, owner,
+                                                                           tokens)
+        assert pool._owned == reference._owned
+        assert pool._free == reference._free
+        assert list(pool._evictable) == list(reference._evictable)
+        pool.check_invariants()

@@ -71,3 +71,27 @@ def test_lists_and_arrays_store_the_same_bytes(entries):
     for name in ("single_request", "single_gap", "run_ids", "run_gaps", "run_ids_end",
                  "run_gaps_end"):
         assert getattr(from_lists, name) == getattr(from_arrays, name), name
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs=st.lists(st.tuples(_ids, st.lists(st.sampled_from([0.25, 0.5, 0.125, 0.3]),
+                                              min_size=1, max_size=6)), max_size=6),
+       singles=st.lists(st.tuples(st.integers(0, 9), st.sampled_from([0.25, 0.5, 0.7])),
+                        max_size=8),
+       counted=st.lists(st.booleans(), min_size=10, max_size=10))
+def test_the_summarys_gap_statistics_are_the_weighted_distributions_bit_for_bit(
+        runs, singles, counted):
+    """`_itl_distribution` (sorted by one stable argsort, in place of the arrays) gives the
+    very numbers of `weighted_distribution` on the same values and weights. Gaps repeat, so
+    the weights' order among equal values — which the mean's rounding sees — is exercised."""
+    from sim.metrics import _itl_distribution, weighted_distribution
+    from sim.recorder import RunRecord
+
+    record = RunRecord()
+    for ids, gaps in runs:
+        record.itl.add_run(np.array(ids), np.array(gaps))
+    for request_id, gap in singles:
+        record.itl.add_singles(np.array([request_id]), np.array([gap]))
+    mask = np.array(counted)
+    expected = weighted_distribution(*record.itl.values_and_weights(mask))
+    assert _itl_distribution(record, mask) == expected  # exact: same floats, same None

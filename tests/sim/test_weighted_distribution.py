@@ -23,3 +23,19 @@ def test_weighted_percentiles_equal_numpy_on_the_expanded_sample(pairs):
     for key in ("p50", "p90", "p99", "p999"):
         assert got[key] == expected[key], key  # exact, not approximately
     assert np.isclose(got["mean"], expected["mean"], rtol=1e-12, atol=0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.floats(0.0, 1e6, allow_nan=False), min_size=1, max_size=300),
+       nans=st.integers(0, 3))
+def test_distribution_takes_each_percentile_exactly_as_numpy_alone(values, nans):
+    """The percentiles come from one `np.percentile` call over all of them: bit for bit what
+    one call per percentile gives."""
+    from sim.metrics import PERCENTILES
+
+    sample = np.array(values + [np.nan] * nans)
+    got = distribution(sample)
+    kept = sample[~np.isnan(sample)]
+    for key, q in PERCENTILES.items():
+        assert got[key] == float(np.percentile(kept, q)), key
+    assert got["mean"] == float(kept.mean())
