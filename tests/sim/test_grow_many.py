@@ -19,10 +19,17 @@ def _pool_with_history(num_blocks: int, prefix_caching: bool, history: list[tupl
     return pool
 
 
+# A pool's size and the allocations and releases it went through, for `_pool_with_history`.
+_POOL_HISTORY = {
+    "num_blocks": st.integers(4, 48),
+    "prefix_caching": st.booleans(),
+    "history": st.lists(st.tuples(st.integers(0, 9), st.integers(1, 60)), max_size=10),
+    "released": st.lists(st.integers(0, 9), max_size=5),
+}
+
+
 @settings(max_examples=300, deadline=None)
-@given(num_blocks=st.integers(4, 48), prefix_caching=st.booleans(),
-       history=st.lists(st.tuples(st.integers(0, 9), st.integers(1, 60)), max_size=10),
-       released=st.lists(st.integers(0, 9), max_size=5),
+@given(**_POOL_HISTORY,
        growth=st.lists(st.tuples(st.integers(0, 9), st.integers(1, 80)), min_size=1,
                        max_size=8, unique_by=lambda g: g[0]))
 def test_grow_many_is_all_or_nothing_and_equals_one_allocation_per_owner(
@@ -64,9 +71,7 @@ def _allocate_as_written_before(pool: KVBlockPool, owner: int, total_tokens: int
 
 
 @settings(max_examples=300, deadline=None)
-@given(num_blocks=st.integers(4, 48), prefix_caching=st.booleans(),
-       history=st.lists(st.tuples(st.integers(0, 9), st.integers(1, 60)), max_size=10),
-       released=st.lists(st.integers(0, 9), max_size=5),
+@given(**_POOL_HISTORY,
        requests=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 90)), min_size=1,
                          max_size=10))
 def test_allocate_hands_out_the_blocks_it_handed_out_before_it_was_inlined(
