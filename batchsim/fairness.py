@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from batchsim.config import Experiment, SLOConfig
-from sim.fairness_metrics import TenantInfo, fairness_metrics
+from sim.fairness_metrics import TenantInfo, fairness_metrics, slowdown_fairness
 from sim.metrics import SLOTargets, measured_mask
 
 
@@ -30,8 +30,7 @@ def arm_fairness(exp: Experiment, requests: pd.DataFrame,
     window = metrics["window_s"]
     assert isinstance(window, float)
     measured = measured_mask(requests, exp.warmup_s, exp.cooldown_s)
-    found = fairness_metrics(requests, measured, window, tenant_infos(exp))
     if exp.workload.tenants is None:
-        for key in ("tenants", "goodput_rps", "slo_attainment"):
-            del found[key]
-    return found
+        # One tenant: no per-tenant metrics, and no Jain's index over one share.
+        return {"fairness": slowdown_fairness(requests[measured], None)}
+    return fairness_metrics(requests, measured, window, tenant_infos(exp))

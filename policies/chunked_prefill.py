@@ -64,9 +64,10 @@ class ChunkedPrefill(IterationLevelQueues):
         plan = StepPlan()
         budget = StepBudget(self.token_budget, self.max_num_seqs)
         if not (self._all_decoding
-                and schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead)):
+                and schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead,
+                                         stretch_ahead=self._stretch_ahead())):
             self._schedule_running(plan, budget)
-        if not plan.preempted:
+        if self.waiting and not plan.preempted:
             self._schedule_waiting(plan, budget, now)
         return self._shape(plan)
 

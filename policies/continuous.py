@@ -58,9 +58,10 @@ class ContinuousBatching(IterationLevelQueues):
         budget = StepBudget(self.max_num_batched_tokens, self.max_num_seqs)
         # Every running request has its first token and one pending token: the whole prompt
         # was prefilled in the step that admitted it.
-        if not schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead):
+        if not schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead,
+                                    stretch_ahead=self._stretch_ahead()):
             self._schedule_running(plan, budget)
-        if not plan.preempted:
+        if self.waiting and not plan.preempted:
             self._schedule_waiting(plan, budget, now)
         return self._shape(plan)
 

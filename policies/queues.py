@@ -36,6 +36,15 @@ class IterationLevelQueues:
         self.speculation = speculation
         # KV slots and budget tokens a decode holds beyond its own token: its proposals.
         self.lookahead = 0 if speculation is None else speculation.k
+        # Whether the engine asks how long a plan repeats (its fast path; stepping one by one
+        # it never does): once it has, a decode-only plan counts the answer's inputs while
+        # planning (`schedule_all_decodes`' `stretch_ahead`).
+        self._engine_stretches = False
+
+    def _stretch_ahead(self) -> bool:
+        """Plan a decode-only step with what the engine's stretch asks, counted in the same
+        pass: when the engine stretches and no request waits (the plan is then all decodes)."""
+        return self._engine_stretches and not self.waiting
 
     def _lookahead_of(self, request: Request, tokens: int) -> int:
         """Extra tokens `request` computes this step if `tokens` make it a verification."""
@@ -132,6 +141,7 @@ class IterationLevelQueues:
         waiting): a new head might fit where the old one did not. A speculating batch steps
         one by one: how many tokens each step emits is random.
         """
+        self._engine_stretches = True
         if self.speculation is not None:
             return 1
         if self.reserve is not None and self.reserve.blocks_stretch(len(self.waiting)):

@@ -364,20 +364,34 @@ class RooflineCostModel:
 
     def decode_step_list(
         self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
-        num_steps: int,
+        num_steps: int, within_s: float = math.inf,
     ) -> list[float]:
         """`decode_step_seconds` of a batch given as lists, as a list, the same numbers bit for
         bit: the engine's stretch works on plain numbers. A short stretch (the usual one: it
         is cut by the next arrival or finish) is priced in plain Python, which costs less
         than numpy's per-call overhead; a long one, or data-parallel or MLA attention, by
-        `decode_step_seconds`."""
+        `decode_step_seconds`.
+
+        `within_s`: the caller needs no step after the one that ends more than `within_s`
+        after the first starts (the next arrival's time), so pricing may stop a step after it.
+        """
         num_seqs = len(new_tokens)
         share, terms = self._decode_terms(num_seqs)
-        if num_steps > _PYTHON_DECODE_MAX_STEPS or share != 1.0 or \
-                self._decode_flops_per_kv_token:
-            return self.decode_step_seconds(np.array(new_tokens, dtype=np.int64),
-                                            np.array(context_tokens, dtype=np.int64),
-                                            num_emitting, num_steps).tolist()
+        if share != 1.0 or self._decode_flops_per_kv_token:
+            return self._decode_step_array(new_tokens, context_tokens, num_emitting, num_steps)
+        if num_steps > _PYTHON_DECODE_MAX_STEPS:
+            if within_s == math.inf:
+                return self._decode_step_array(new_tokens, context_tokens, num_emitting,
+                                               num_steps)
+            # In Python up to the switch, in case the arrival comes within it; the rest in
+            # numpy, as the steps of a batch whose contexts are that many tokens longer.
+            head = self.decode_step_list(new_tokens, context_tokens, num_emitting,
+                                         _PYTHON_DECODE_MAX_STEPS, within_s)
+            if len(head) < _PYTHON_DECODE_MAX_STEPS or _adds_up_past(head[:-1], within_s):
+                return head  # it stopped: the arrival comes within these steps
+            later = [context + _PYTHON_DECODE_MAX_STEPS for context in context_tokens]
+            return head + self._decode_step_array(new_tokens, later, num_emitting,
+                                                  num_steps - _PYTHON_DECODE_MAX_STEPS)
         if new_tokens.count(1) != num_seqs:
             raise ValueError("decode_step_list needs a decode-only batch (one token each)")
         linear_s, communication_s, overhead_s, _ = self._fixed_parts(num_seqs, num_emitting,
@@ -387,7 +401,13 @@ class RooflineCostModel:
         first = sum(context_tokens) + num_seqs
         around = StepAround(linear_s, self._layers, self._attention_launch_s, communication_s,
                             overhead_s)
-        return decode_attention_step_list(first, num_seqs, num_steps, terms, around)
+        return decode_attention_step_list(first, num_seqs, num_steps, terms, around, within_s)
+
+    def _decode_step_array(self, new_tokens: list[int], context_tokens: list[int],
+                           num_emitting: int, num_steps: int) -> list[float]:
+        return self.decode_step_seconds(np.array(new_tokens, dtype=np.int64),
+                                        np.array(context_tokens, dtype=np.int64),
+                                        num_emitting, num_steps).tolist()
 
     def _decode_attention_s(self, kv_tokens: _FloatOrArray, num_seqs: int) -> _FloatOrArray:
         """Decode attention of `num_seqs` sequences reading `kv_tokens` cached tokens in all
@@ -536,6 +556,15 @@ class _GemmGroup:
             compute += compute_s[:, j]
             memory += memory_s[:, j]
         return total * self._repeats, compute > memory
+
+
+def _adds_up_past(durations: list[float], within_s: float) -> bool:
+    """Whether `durations`, added up in order as `decode_attention_step_list` adds them,
+    exceed `within_s`."""
+    total_s = 0.0
+    for duration in durations:
+        total_s += duration
+    return total_s > within_s
 
 
 class _PrefillSums(NamedTuple):

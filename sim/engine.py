@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from sim.recorder import RunRecord
 from sim.request import Request, RequestStatus
 from sim.routers import Router, round_robin
 from sim.step_plan import StepPlan
-from sim.stretch import advance_decode_steps, decode_horizon, kv_growth
+from sim.stretch import ExactGrowth, ListedGrowth, advance_decode_steps, decode_horizon, kv_growth
 from workloads.prefix_blocks import PrefixBlocks, pool_block_keys
 from workloads.sessions import Sessions
 
@@ -48,7 +49,7 @@ class StepCostModel(Protocol):
 
     def decode_step_list(
         self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
-        num_steps: int,
+        num_steps: int, within_s: float = ...,
     ) -> list[float]: ...
 
 
@@ -121,8 +122,11 @@ class Replica:
         self._steps = 0
         # A stretch in flight: step end times, cumulative blocks taken, free blocks and
         # uncached free blocks when it started.
-        self._stretch: tuple[list[float], list[int], int, int] | None = None
+        self._stretch: tuple[list[float], ExactGrowth | ListedGrowth, int, int] | None = None
         self._wake = env.event()
+        # When the next arrival is known to come to this replica (set by the Simulation),
+        # the time of it: a stretch is then priced only up to the step it lands in.
+        self.next_arrival_s: Callable[[], float] | None = None
         env.process(self._run())
 
     def submit(self, request: Request) -> bool:
@@ -146,10 +150,10 @@ class Replica:
         ends, growth, free_at_start, _ = self._stretch
         return free_at_start - self._blocks_taken_in_stretch(ends, growth)
 
-    def _blocks_taken_in_stretch(self, ends: list[float], growth: list[int]) -> int:
+    def _blocks_taken_in_stretch(self, ends: list[float],
+                                 growth: ExactGrowth | ListedGrowth) -> int:
         # Steps whose start has passed have allocated their blocks.
-        started = min(bisect_right(ends, self.env.now), len(ends) - 1)
-        return growth[started]
+        return growth.at(min(bisect_right(ends, self.env.now), len(ends) - 1))
 
     def cached_prefix_blocks(self, request: Request) -> int:
         """Leading prompt blocks of `request` cached here now (prefix caching), as stepping one
@@ -218,13 +222,20 @@ class Replica:
         """
         env = self.env
         start = env.now
+        arrival = math.inf if self.next_arrival_s is None else self.next_arrival_s()
         # Plain floats throughout: a stretch is a few dozen steps, where list operations cost
         # less than numpy calls. (And SimPy's clock must not carry numpy scalars: they would
         # make all later time arithmetic several times slower.)
         durations = self.cost_model.decode_step_list(*plan.cost_lists(), plan.num_emitting,
-                                                     steps)
+                                                     steps, arrival - start)
         ends = list(accumulate(durations, initial=start))  # sequential sums, as a cumsum
         del ends[0]
+        if arrival <= ends[-1]:
+            # The next arrival cuts the stretch at the end of the step it lands in: the
+            # stretch is planned that long. (Should it not come here after all — rejected on
+            # arrival — the replica plans again at that step's end, as after any stretch.)
+            steps = bisect_left(ends, arrival) + 1
+            del ends[steps:], durations[steps:]
         waiting = self.policy.num_waiting  # constant until the arrival that ends the stretch
         growth = kv_growth(plan, self.policy.pool, steps)
         pool = self.policy.pool
@@ -244,8 +255,9 @@ class Replica:
         # The steps before the last in bulk, with the last step's tokens (its gaps are the
         # batch's, like the steps' before it); then the last step through the policy.
         advance_decode_steps(
-            plan, ends[: steps - 1], durations[: steps - 1], growth,
-            pool=self.policy.pool, record=self.record, replica=self.index,
+            plan, ends[: steps - 1], durations[: steps - 1],
+            growth.cumulative(steps - 1, initial=pool.num_used),
+            pool=pool, record=self.record, replica=self.index,
             num_waiting=waiting, last_end=env.now,
         )
         self._steps += steps - 1
@@ -341,9 +353,16 @@ class Simulation:
         self.max_model_len = max_model_len
         self._done_events: dict[int, simpy.Event] = {}
         self._progress = self.env.event()  # succeeds at the first finish while waited on
+        self._upcoming_arrival_s = math.inf  # open loop: the next arrival not yet submitted
+
+    def _next_arrival_s(self) -> float:
+        return self._upcoming_arrival_s
 
     def run(self) -> RunRecord:
         if isinstance(self.traffic, OpenLoopTraffic):
+            if len(self.replicas) == 1 and isinstance(self.dispatch, RoutedDispatch):
+                # Every arrival comes to the lone replica and cuts its stretch.
+                self.replicas[0].next_arrival_s = self._next_arrival_s
             self.env.process(self._open_loop(self.traffic))
         elif isinstance(self.traffic, SessionTraffic):
             for session in range(self.traffic.sessions.start_s.size):
@@ -419,9 +438,11 @@ class Simulation:
             traffic.output_tokens.tolist(), tenants, priorities, strict=True,
         )):
             if t > self.env.now:
+                self._upcoming_arrival_s = t
                 yield self.env.timeout(t - self.env.now)
             prefix = None if blocks is None else (blocks.blocks_of(index), blocks.block_tokens)
             self._submit(prompt, output, tenant, priority, prefix)
+        self._upcoming_arrival_s = math.inf
 
     def _start_closed_loop(self, traffic: ClosedLoopTraffic) -> None:
         lengths = traffic.lengths()

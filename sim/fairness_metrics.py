@@ -67,8 +67,9 @@ def isolated_service_s(prompt: np.ndarray, output: np.ndarray,
     before = np.concatenate(([0.0], np.cumsum(decode)))  # before[k] = Σ decode[c < k]
     # The decode steps of a request see contexts prompt .. prompt + output − 2.
     decode_s = before[prompt + output - 1] - before[prompt]
-    prefill = {p: _prefill_seconds(cost, p) for p in np.unique(prompt).tolist()}
-    return np.array([prefill[p] for p in prompt.tolist()]) + decode_s
+    distinct, which = np.unique(prompt, return_inverse=True)
+    prefill = np.array([_prefill_seconds(cost, p) for p in distinct.tolist()])
+    return prefill[which] + decode_s
 
 
 def _prefill_seconds(cost: IsolatedCostModel, prompt: int) -> float:
@@ -197,14 +198,21 @@ def fairness_metrics(requests: pd.DataFrame, measured: np.ndarray, window: float
     demand, service = tenant_service(requests, measured, len(tenants))
     for info, d, s in zip(tenants, demand, service, strict=True):
         per_tenant[info.name].update({"demand_tokens": float(d), "served_tokens": float(s)})
-    done = rows[rows["finished"].to_numpy()]
     return {
         "tenants": per_tenant,
         "goodput_rps": good / window,
         "slo_attainment": good / len(rows) if len(rows) else None,
-        "fairness": {
-            "jain_index": fair_share_jain(demand, service) if len(tenants) > 1 else None,
-            "slowdown": distribution(done["slowdown"].to_numpy()),
-            "slowdown_by_prompt_bucket": slowdown_by_prompt_bucket(done),
-        },
+        "fairness": slowdown_fairness(
+            rows, fair_share_jain(demand, service) if len(tenants) > 1 else None),
+    }
+
+
+def slowdown_fairness(rows: pd.DataFrame, jain_index: float | None) -> dict[str, object]:
+    """`fairness` of the summary: Jain's index as given, and the slowdown of the finished
+    requests among the measured `rows`, overall and by prompt bucket."""
+    done = rows[rows["finished"].to_numpy()]
+    return {
+        "jain_index": jain_index,
+        "slowdown": distribution(done["slowdown"].to_numpy()),
+        "slowdown_by_prompt_bucket": slowdown_by_prompt_bucket(done),
     }

@@ -152,6 +152,32 @@ class KVBlockPool:
             total -= need
         return True
 
+    def hand_out(self, owners: Sequence[int], counts: Sequence[int] | None = None) -> bool:
+        """Give each of `owners`, who all hold blocks, `counts[i]` more blocks (one each
+        when None); all or nothing, the same blocks `grow_many` would hand out.
+
+        For a caller that already knows what each owner lacks (the fast path with exact
+        allocation), so the pool need not be asked how many blocks each holds."""
+        total = len(owners) if counts is None else sum(counts)
+        free, owned = self._free, self._owned
+        if total > len(free):  # some come from the prefix cache's LRU list: one by one
+            if total > len(free) + len(self._evictable):  # more than `num_free`
+                return False
+            for owner, need in zip(owners, counts or [1] * total, strict=True):
+                owned[owner].extend(self._take(need))
+            return True
+        end = len(free) - total
+        taken = free[end:]
+        del free[end:]
+        if counts is None:  # `grow_many`'s order: the first owner gets the slice's last block
+            for owner, block in zip(owners, reversed(taken), strict=True):
+                owned[owner].append(block)
+            return True
+        for owner, need in zip(owners, counts, strict=True):
+            owned[owner].extend(taken[total - need:total])
+            total -= need
+        return True
+
     def cached_prefix_blocks(self, keys: Sequence[int], limit: int, evicted: int = 0) -> int:
         """How many of the leading `keys` (at most `limit`) are cached, in a row: a lookup that
         changes nothing (admission may still fail). `evicted` counts as gone the first that

@@ -16,6 +16,7 @@ from sim.recorder import RunRecord
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 LATENCY_COLUMNS = ("ttft_s", "tpot_s", "e2e_s", "queue_delay_s")
+_POSITIVE_INF_BITS = int(np.array(np.inf).view(np.uint64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +91,25 @@ def _itl_distribution(record: RunRecord, measured: np.ndarray) -> dict[str, floa
     # values by it is a gather (about 2 ms for (a)'s 450,000 gaps) where sorting them again
     # took 24 ms; the old arrays go as the new ones come, so the peak grows by the weights'
     # 4 bytes per gap only.
-    order = np.argsort(values, kind="stable")
+    order = stable_order(values)
     weights = weights[order]
     values = values[order]
     del order
     return _sorted_distribution(values, weights)
+
+
+def stable_order(values: np.ndarray) -> np.ndarray:
+    """`np.argsort(values, kind="stable")` of float64 values: the same indices.
+
+    Doubles from +0.0 to +inf order as their bit patterns do as integers, and numpy's stable
+    sort compares int64 faster (22 ms against 33 ms for (a)'s 460,000 gaps). Gaps are never
+    negative; an array with a negative value, -0.0 or a NaN takes the float sort.
+    """
+    if values.dtype == np.float64 and values.size:
+        bits = values.view(np.uint64)
+        if int(bits.max()) <= _POSITIVE_INF_BITS:  # a negative value or a NaN lies above it
+            return np.argsort(bits.view(np.int64), kind="stable")
+    return np.argsort(values, kind="stable")
 
 
 def measured_mask(requests: pd.DataFrame, warmup_s: float, cooldown_s: float) -> np.ndarray:

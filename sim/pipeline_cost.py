@@ -36,6 +36,7 @@ micro-batches cycle around it; chunked prefill bounds the effect).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
@@ -204,10 +205,10 @@ class PipelineCostModel:
 
     def decode_step_list(
         self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
-        num_steps: int,
+        num_steps: int, within_s: float = math.inf,
     ) -> list[float]:
         """`decode_step_seconds` of a batch given as lists, as a list (the engine's stretch
-        works on plain numbers)."""
+        works on plain numbers); every step, whatever `within_s`."""
         return self.decode_step_seconds(np.array(new_tokens, dtype=np.int64),
                                         np.array(context_tokens, dtype=np.int64),
                                         num_emitting, num_steps).tolist()

@@ -10,6 +10,7 @@ arithmetic and numpy ufuncs, so a scalar call and an array call do the same oper
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -234,11 +235,12 @@ class StepAround(NamedTuple):
 
 def decode_attention_step_list(
     first_kv_tokens: int, kv_tokens_per_step: int, num_steps: int, terms: DecodeAttentionTerms,
-    around: StepAround | None = None,
+    around: StepAround | None = None, within_s: float = math.inf,
 ) -> list[float]:
     """`decode_attention_from_terms` of a stretch of decode steps reading `first_kv_tokens`,
     then that many more per step, as plain Python floats; with `around`, each step's whole
-    duration (the same operations as pricing the attention first, in one pass).
+    duration (the same operations as pricing the attention first, in one pass), stopping one
+    step after the durations add up to more than `within_s` (the caller needs none later).
 
     For a short stretch: a few dozen steps cost less in Python than the dozen numpy calls of
     `decode_attention_over_steps`. Each element is the general formula's, operation for
@@ -259,12 +261,18 @@ def decode_attention_step_list(
         return seconds
     before_s, layers, launch_s = around.before_s, around.layers, around.launch_s
     communication_s, overhead_s = around.communication_s, around.overhead_s
+    # The running total is only compared, never returned: the spare step past `within_s`
+    # covers its rounding against the caller's own sums.
+    total_s = 0.0
     for kv_tokens in range(first_kv_tokens, stop, kv_tokens_per_step):
         reads = kv_tokens * token_s
         busy_s = reads + hidden_fixed if reads >= fixed else fixed + fraction * reads
         attention_s = busy_s + (kv_tokens > threshold) * combine_s + regroup_s
-        seconds.append(before_s + layers * (launch_s + attention_s) + communication_s
-                       + overhead_s)
+        step_s = before_s + layers * (launch_s + attention_s) + communication_s + overhead_s
+        seconds.append(step_s)
+        if total_s > within_s:  # the steps before this one already add up past it
+            break
+        total_s += step_s
     return seconds
 
 

@@ -31,6 +31,7 @@ class StepPlan:
     num_new_tokens: list[int] = field(default_factory=list)
     contexts: list[int] = field(default_factory=list)  # each request's computed tokens
     decodes_only: bool = False  # built by add_decodes alone: every request decodes one token
+    num_decodes: int = 0  # the leading requests that add_decodes added (one token each)
     # The cost shape's arrays once built or set (see the properties below).
     _cost_new_tokens: np.ndarray | None = field(default=None, repr=False)
     _cost_context_tokens: np.ndarray | None = field(default=None, repr=False)
@@ -42,6 +43,8 @@ class StepPlan:
     # Set by a policy that already counted them for `repeatable_steps`: the cumulative KV
     # blocks beyond those held that repeating this decode plan needs by each step.
     kv_growth: ExactGrowth | None = None
+    # Likewise `decode_horizon` of a decode-only plan, when the policy counted it.
+    horizon: int | None = None
     # Speculative decoding: the requests verifying proposals this step, and the drafter's
     # seconds before the step (policies/speculative.py).
     speculated: list[Request] = field(default_factory=list)
@@ -106,7 +109,7 @@ class StepPlan:
         self.requests.extend(requests)  # a copy: the caller's list may change later
         self.num_new_tokens = [1] * len(requests)
         self.contexts = contexts
-        self.num_emitting = len(requests)
+        self.num_emitting = self.num_decodes = len(requests)
         self.decodes_only = True
 
     def use_token_shape(self) -> None:
@@ -140,14 +143,13 @@ def apply_tokens(plan: StepPlan) -> StepOutcome:
     outcome = StepOutcome()
     if plan.decodes_only:  # the common step: every request computes and emits one token
         outcome.emitted = list(plan.requests)
-        finished = outcome.finished
-        for request in plan.requests:
-            request.num_computed_tokens += 1
-            generated = request.num_generated = request.num_generated + 1
-            if generated == request.output_tokens:
-                finished.append(request)
+        _apply_decodes(plan.requests, outcome.finished)
         return outcome
-    for request, n in zip(plan.requests, plan.num_new_tokens, strict=True):
+    requests, decodes = plan.requests, plan.num_decodes
+    if decodes:  # running decodes, then the requests added after them (an admission)
+        outcome.emitted = requests[:decodes]
+        _apply_decodes(outcome.emitted, outcome.finished)
+    for request, n in zip(requests[decodes:], plan.num_new_tokens[decodes:], strict=True):
         computed = request.num_computed_tokens = request.num_computed_tokens + n
         if computed == request.prompt_tokens + request.num_generated:  # all known tokens
             request.num_generated += 1
@@ -155,3 +157,12 @@ def apply_tokens(plan: StepPlan) -> StepOutcome:
             if request.num_generated == request.output_tokens:
                 outcome.finished.append(request)
     return outcome
+
+
+def _apply_decodes(requests: list[Request], finished: list[Request]) -> None:
+    """Each of `requests` computes its one pending token and emits it."""
+    for request in requests:
+        request.num_computed_tokens += 1
+        generated = request.num_generated = request.num_generated + 1
+        if generated == request.output_tokens:
+            finished.append(request)

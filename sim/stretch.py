@@ -28,6 +28,8 @@ def decode_horizon(plan: StepPlan) -> int:
     (A one-token prompt's prefill looks like a decode step but must set the first token.)
     """
     if plan.decodes_only:  # a plan of running decodes only needs no check
+        if plan.horizon is not None:  # counted by the policy while planning
+            return plan.horizon
         return max(min([r.output_tokens - r.num_generated for r in plan.requests]), 0)
     if plan.num_new_tokens.count(1) != len(plan.num_new_tokens):
         return 0  # a prefill (usually the last request): found without walking the batch
@@ -78,15 +80,30 @@ class ExactGrowth:
 
     block_size: int
     batch: int  # requests, i.e. blocks taken per period
-    per_residue: tuple[int, ...]  # [k]: requests whose first extra block comes at step k + 1
-    first_within: tuple[int, ...]  # [k]: requests whose first extra block comes by step k
+    per_residue: list[int]  # [k]: requests whose first extra block comes at step k + 1
+    # [k]: requests whose first extra block comes by step k; built when first needed (most
+    # stretches have blocks to spare, see `steps_within`).
+    _first_within: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, contexts: list[int], block_size: int) -> ExactGrowth:
         counts = [0] * (block_size + 1)
         for context in contexts:
             counts[-(context + 1) % block_size + 1] += 1
-        return cls(block_size, len(contexts), tuple(counts[1:]), tuple(accumulate(counts)))
+        return cls.from_counts(counts)
+
+    @classmethod
+    def from_counts(cls, counts: list[int]) -> ExactGrowth:
+        """From `counts[k]`, the requests whose first extra block comes at step k (1 to
+        block_size; `counts[0]` is 0)."""
+        per_residue = counts[1:]
+        return cls(len(per_residue), sum(per_residue), per_residue)
+
+    @property
+    def first_within(self) -> tuple[int, ...]:
+        if self._first_within is None:
+            self._first_within = tuple(accumulate(self.per_residue, initial=0))
+        return self._first_within
 
     def at(self, step: int) -> int:
         """Blocks beyond those held that steps 0..step need in total."""
@@ -98,14 +115,19 @@ class ExactGrowth:
     def steps_within(self, free: int, horizon: int) -> int:
         """Of steps 0..horizon-1, how many need no more than `free` blocks in total (the
         searchsorted of `free`, side right, in the cumulative counts)."""
+        # Steps 1..horizon-1 span this many periods, each taking at most one block per
+        # request: when that many are free, every step fits (the usual case).
+        if -(-(horizon - 1) // self.block_size) * self.batch <= free:
+            return horizon
         periods, left = divmod(free, self.batch)
         # Every step of the first `periods` periods fits; of the next, those whose count
         # stays within what is left (`first_within[0]` is step 0, which needs nothing).
         return min(horizon, periods * self.block_size + bisect_right(self.first_within, left))
 
-    def cumulative(self, num_steps: int) -> list[int]:
-        """The cumulative counts of steps 0..num_steps-1 (`exact_blocks_by_step`)."""
-        return list(accumulate(islice(cycle(self.per_residue), num_steps - 1), initial=0))
+    def cumulative(self, num_steps: int, initial: int = 0) -> list[int]:
+        """The cumulative counts of steps 0..num_steps-1 (`exact_blocks_by_step`), each plus
+        `initial`."""
+        return list(accumulate(islice(cycle(self.per_residue), num_steps - 1), initial=initial))
 
 
 def exact_blocks_by_step(contexts: list[int], block_size: int, num_steps: int) -> np.ndarray:
@@ -113,54 +135,55 @@ def exact_blocks_by_step(contexts: list[int], block_size: int, num_steps: int) -
     return np.array(ExactGrowth.of(contexts, block_size).cumulative(num_steps), dtype=np.int64)
 
 
-def kv_growth(plan: StepPlan, pool: KVBlockPool, steps: int) -> list[int]:
+@dataclass(slots=True)
+class ListedGrowth:
+    """The cumulative KV growth of a stretch as a list (`extra_blocks_by_step`), for a batch
+    whose allocation is not known to be exact; answers as `ExactGrowth` does."""
+
+    counts: list[int]
+
+    def at(self, step: int) -> int:
+        return self.counts[step]
+
+    def cumulative(self, num_steps: int, initial: int = 0) -> list[int]:
+        return [initial + count for count in self.counts[:num_steps]]
+
+
+def kv_growth(plan: StepPlan, pool: KVBlockPool, steps: int) -> ExactGrowth | ListedGrowth:
     """Cumulative KV blocks the stretch's steps 0..steps-1 take beyond those held now."""
     if plan.kv_growth is not None:
-        return plan.kv_growth.cumulative(steps)  # counted by the policy's repeatable_steps
+        return plan.kv_growth  # counted by the policy's repeatable_steps; no list built
     held = pool.held_many([r.request_id for r in plan.requests])
     tokens = np.array(plan.contexts, dtype=np.int64) + 1
-    return extra_blocks_by_step(tokens, held, pool.block_size, steps).tolist()
+    return ListedGrowth(extra_blocks_by_step(tokens, held, pool.block_size, steps).tolist())
 
 
 def advance_decode_steps(
-    plan: StepPlan, ends: list[float], durations: list[float], growth: list[int], *,
+    plan: StepPlan, ends: list[float], durations: list[float], kv_used: list[int], *,
     pool: KVBlockPool, record: RunRecord, replica: int, num_waiting: int, last_end: float,
 ) -> None:
     """Apply `len(ends)` decode steps of `plan` that ended at `ends`, none finishing a request,
     and record the tokens of the step that follows them, the stretch's last, ending at
     `last_end` (the engine applies that step itself, without recording its tokens again).
 
-    `growth` is the stretch's `kv_growth`. Afterwards every request holds the KV blocks for the
+    `kv_used` is the KV blocks in use during each of those steps (the pool's use before the
+    stretch plus its `kv_growth`). Afterwards every request holds the KV blocks for the
     stretch's last step, as the policy's schedule would have allocated them. Plain lists
     throughout: a stretch applies a few dozen steps to a few dozen requests, where numpy's
     per-call cost exceeds the arithmetic.
     """
     steps = len(ends)
     requests = plan.requests
-    used_before = pool.num_used
     first_end = ends[0]
-    # One pass over the batch: each request's first gap, the tokens its KV must hold for the
-    # stretch's last step, and its token account advanced by the steps applied here. Every
-    # request emits at the last step too (all decode), at `last_end`.
-    ids: list[int] = []
-    gaps: list[float] = []
-    growing: list[int] = []
-    tokens: list[int] = []
-    block_size = pool.block_size
-    for request, context in zip(requests, plan.contexts, strict=True):
-        request_id = request.request_id
-        ids.append(request_id)
-        gaps.append(first_end - request.last_token_s)
-        # It holds blocks for at least its context + 1 tokens (the stretch's first step); the
-        # last step needs context + steps + 1: new blocks at most where that crosses a block
-        # boundary, so only those requests are asked about (the pool counts what they hold).
-        if (context + steps) // block_size != context // block_size:
-            growing.append(request_id)
-            tokens.append(context + steps + 1)
+    # Each request's first gap; then its token account advanced by the steps applied here.
+    # Every request emits at the last step too (all decode), at `last_end`.
+    ids = [request.request_id for request in requests]
+    gaps = [first_end - request.last_token_s for request in requests]
+    for request in requests:
         request.num_computed_tokens += steps
         request.num_generated += steps
         request.last_token_s = last_end
-    grown = pool.grow_many(growing, tokens)
+    grown = _grow_for_last_step(plan, ids, steps, pool)
     assert grown, "a fast-path stretch ran out of KV blocks"
 
     # Gaps after the first step are the same for the whole batch, the last step's included;
@@ -179,6 +202,27 @@ def advance_decode_steps(
     starts += ends[:-1]
     record.steps.extend(
         start_s=starts, duration_s=durations, replica=replica, num_seqs=len(ids),
-        new_tokens=len(ids), emitted=len(ids), kv_used=[used_before + g for g in growth[:steps]],
+        new_tokens=len(ids), emitted=len(ids), kv_used=kv_used,
         waiting=num_waiting,
     )
+
+
+def _grow_for_last_step(plan: StepPlan, ids: list[int], steps: int, pool: KVBlockPool) -> bool:
+    """Make every request of `plan` hold the KV blocks of the stretch's last step, `steps`
+    steps after its first: context + steps + 1 tokens.
+
+    With exact allocation (the policy counted the stretch's growth, `plan.kv_growth`) a
+    request holds the blocks of its first step's context + 1 tokens, so it lacks one block
+    per block boundary that context + steps crosses: arithmetic, without asking the pool
+    what each holds. Otherwise the pool is asked about every request."""
+    contexts = plan.contexts
+    if plan.kv_growth is None:
+        return pool.grow_many(ids, [context + steps + 1 for context in contexts])
+    block_size = pool.block_size
+    if steps < block_size:  # one block each, for those whose last block fills up
+        threshold = block_size - steps
+        return pool.hand_out([request_id for request_id, context
+                              in zip(ids, contexts, strict=True)
+                              if context % block_size >= threshold])
+    return pool.hand_out(ids, [(context + steps) // block_size - context // block_size
+                               for context in contexts])

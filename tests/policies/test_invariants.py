@@ -40,7 +40,8 @@ class LinearCost:
                          for j in range(num_steps)])
 
     def decode_step_list(self, new: list[int], context: list[int], emitting: int,
-                         num_steps: int) -> list[float]:
+                         num_steps: int, within_s: float = float("inf")) -> list[float]:
+        # Every step, whatever `within_s` (pricing may stop early; it need not).
         return self.decode_step_seconds(np.array(new), np.array(context), emitting,
                                         num_steps).tolist()
 

@@ -1,6 +1,6 @@
 """`KVBlockPool.grow_many` (the fast path's bulk growth) against one `allocate` per owner."""
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from sim.kv_cache import KVBlockPool
@@ -87,3 +87,27 @@ def test_allocate_hands_out_the_blocks_it_handed_out_before_it_was_inlined(
         assert pool._free == reference._free
         assert list(pool._evictable) == list(reference._evictable)
         pool.check_invariants()
+
+
+@settings(max_examples=300, deadline=None)
+@given(**_POOL_HISTORY, data=st.data())
+def test_hand_out_gives_the_blocks_grow_many_would(num_blocks, prefix_caching, history,
+                                                   released, data):
+    """`hand_out` (told what each owner lacks) against `grow_many` (asking the pool): the same
+    answer, blocks, free stack and evictable list, from the free stack and from evictable
+    prefix-cache blocks, one block each or given counts."""
+    pool = _pool_with_history(num_blocks, prefix_caching, history, released)
+    reference = _pool_with_history(num_blocks, prefix_caching, history, released)
+    holders = sorted(owner for owner in pool._owned if pool.held(owner))
+    assume(holders)
+    owners = data.draw(st.lists(st.sampled_from(holders), min_size=1, unique=True))
+    counts = data.draw(st.none() | st.lists(st.integers(0, 3), min_size=len(owners),
+                                             max_size=len(owners)))
+    needs = [1] * len(owners) if counts is None else counts
+    tokens = [(reference.held(owner) + need) * 4 for owner, need in zip(owners, needs, strict=True)]
+
+    assert pool.hand_out(owners, counts) == reference.grow_many(owners, tokens)
+    assert pool._owned == reference._owned
+    assert pool._free == reference._free
+    assert list(pool._evictable) == list(reference._evictable)
+    pool.check_invariants()

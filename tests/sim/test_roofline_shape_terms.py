@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -168,6 +169,40 @@ def test_a_stretch_priced_in_python_equals_step_time_bit_for_bit(
     assert cost_model.decode_step_list([1] * len(contexts), contexts, num_emitting,
                                        steps) == one
     assert cost_model.decode_step_seconds(new, context, num_emitting, steps).tolist() == one
+
+
+@settings(max_examples=150, deadline=None)
+@given(contexts=st.lists(st.integers(0, 20_000), min_size=1, max_size=64),
+       steps=st.integers(1, 120), fraction=st.floats(0.0, 1.2), tp=st.sampled_from([1, 2]))
+def test_a_stretch_priced_up_to_the_next_arrival_is_a_prefix_of_the_whole(
+        contexts: list[int], steps: int, fraction: float, tp: int) -> None:
+    """`decode_step_list(..., within_s)`: the same steps bit for bit, as many as the whole
+    when they fit in `within_s`, else up to one past the step that ends past it, and no
+    further — across the switch to numpy (38 steps)."""
+    cost_model = _h100_8b(tp)
+    new = [1] * len(contexts)
+    whole = cost_model.decode_step_list(new, contexts, len(contexts), steps)
+    within_s = fraction * sum(whole)
+    part = cost_model.decode_step_list(new, contexts, len(contexts), steps, within_s)
+    assert part == whole[:len(part)]
+    totals = list(accumulate(part))
+    if len(part) < steps:  # stopped: the steps before the last add up past `within_s`
+        assert len(part) >= 2 and totals[-2] > within_s
+        assert len(part) == 2 or totals[-3] <= within_s
+
+
+@pytest.mark.parametrize("crossing", [30, 36, 37, 38, 60])
+def test_pricing_up_to_an_arrival_stops_at_the_switch_to_numpy_too(crossing: int) -> None:
+    """The arrival lands so that the plain-Python part stops on its last step (crossing 36:
+    the spare step is the 38th) or before it: priced no further than needed; or after it:
+    numpy prices the rest in one call, as without an arrival."""
+    cost_model = _h100_8b(1)
+    contexts = [1000, 2000, 3000]
+    whole = cost_model.decode_step_list([1] * 3, contexts, 3, 100)
+    totals = list(accumulate(whole))
+    within_s = (totals[crossing - 1] + totals[crossing]) / 2  # step `crossing` ends past it
+    part = cost_model.decode_step_list([1] * 3, contexts, 3, 100, within_s)
+    assert part == (whole[:crossing + 2] if crossing <= 36 else whole)
 
 
 @settings(max_examples=200, deadline=None)

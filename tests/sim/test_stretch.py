@@ -52,16 +52,19 @@ def test_exact_growth_answers_without_the_array(data, block_size, horizon, free)
     assert growth.steps_within(free, horizon) == int(np.searchsorted(counts, free, side="right"))
     assert [growth.at(step) for step in range(horizon)] == counts.tolist()
     assert growth.cumulative(horizon) == counts.tolist()
+    assert growth.cumulative(horizon, initial=7) == (counts + 7).tolist()
 
 
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), block_size=st.integers(1, 32), steps=st.integers(1, 80))
 def test_a_stretch_takes_the_blocks_one_allocation_per_request_would(data, block_size, steps):
-    """`advance_decode_steps` asks the pool only about requests whose last step crosses a
-    block boundary; requests holding spare blocks (slack) must come out the same."""
+    """`advance_decode_steps` hands out the blocks one allocation per request would: asking
+    the pool about each request (requests may hold spare blocks, slack), or, when the policy
+    counted the batch's growth (exact allocation, no slack), by arithmetic alone."""
     n = data.draw(st.integers(1, 30))
     contexts = data.draw(st.lists(st.integers(1, 2000), min_size=n, max_size=n))
-    slack = data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    exact = data.draw(st.booleans())
+    slack = [0] * n if exact else data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
     pools = [KVBlockPool(200_000, block_size), KVBlockPool(200_000, block_size)]
     requests = []
     for i, (context, spare) in enumerate(zip(contexts, slack, strict=True)):
@@ -73,8 +76,10 @@ def test_a_stretch_takes_the_blocks_one_allocation_per_request_would(data, block
             assert pool.allocate(i, context + 1 + spare * block_size)
     plan = StepPlan()
     plan.add_decodes(requests, list(contexts))
+    if exact:
+        plan.kv_growth = ExactGrowth.of(contexts, block_size)
     ends = [0.1 * (j + 1) for j in range(steps)]
-    advance_decode_steps(plan, ends, [0.1] * steps, list(range(steps + 1)), pool=pools[0],
+    advance_decode_steps(plan, ends, [0.1] * steps, list(range(steps)), pool=pools[0],
                          record=RunRecord(), replica=0, num_waiting=0,
                          last_end=0.1 * (steps + 1))
     for i, context in enumerate(contexts):
