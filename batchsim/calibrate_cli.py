@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,13 @@ from rich.console import Console
 from rich.table import Table
 
 from sim.calibration.fit import FitError, FitResult, fit_profile
+from sim.calibration.measure.forward import quick_model
+from sim.calibration.measure.kernel_breakdown import (
+    DEFAULT_DECODE_POINTS,
+    DEFAULT_PREFILL_LENGTHS,
+    BreakdownOptions,
+    run_breakdown,
+)
 from sim.calibration.measure.run import MeasureError, MeasureOptions, default_device, measure
 from sim.calibration.own_report import render_own_measurements
 from sim.calibration.report import render_fidelity, target_met
@@ -65,6 +73,70 @@ def measure_command(
         )
         for path in measure(options, progress=lambda line: typer.echo(line)):
             typer.echo(f"wrote {path}")
+
+
+@calibrate_app.command("breakdown")
+def breakdown_command(
+    device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda if seen).")] = None,
+    model: Annotated[str, typer.Option(help="Dense model whose steps to profile.")] = (
+        "llama-3.1-8b"
+    ),
+    out: Annotated[Path, typer.Option(help="Folder for the CSVs and breakdown.json.")] = Path(
+        "measurements/breakdown"
+    ),
+    quick: Annotated[bool, typer.Option(
+        help="A two-layer toy model instead of --model: seconds on a CPU (CI).",
+    )] = False,
+    prefill: Annotated[str, typer.Option(
+        help="Prompt lengths of the prefill steps (batch 1), comma-separated; '' for none.",
+    )] = ",".join(map(str, DEFAULT_PREFILL_LENGTHS)),
+    decode: Annotated[str, typer.Option(
+        help="Decode steps as BATCHxCONTEXT, comma-separated; '' for none.",
+    )] = ",".join(f"{b}x{c}" for b, c in DEFAULT_DECODE_POINTS),
+    compile_layers: Annotated[bool, typer.Option(
+        "--compile/--no-compile", help="Profile every step again with layers through "
+        "torch.compile (fused).",
+    )] = False,
+    runs: Annotated[int, typer.Option(min=1, help="Profiled steps (per-step means).")] = 5,
+    warmup: Annotated[int, typer.Option(min=0, help="Unprofiled steps first.")] = 3,
+) -> None:
+    """Split whole forward steps' device time by kernel category (GEMM, attention, ...)."""
+    with _one_line_errors():
+        options = BreakdownOptions(
+            device=device or default_device(),
+            model=quick_model() if quick else load_model(model), out=out,
+            prefill_lengths=_int_list(prefill, "--prefill"),
+            decode_points=_decode_points(decode), compiled=compile_layers, runs=runs,
+            warmup=warmup,
+        )
+        result = run_breakdown(options, progress=lambda line: typer.echo(line))
+    for path in result.paths:
+        typer.echo(f"wrote {path}")
+    if result.failed:  # every other step was still profiled and written
+        typer.echo(f"{len(result.failed)} step(s) failed (listed in breakdown.json)", err=True)
+        raise typer.Exit(1)
+
+
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}",
+                                 param_hint=option) from None
+    if any(v < 1 for v in values):
+        raise typer.BadParameter(f"lengths must be positive, got {text!r}", param_hint=option)
+    return values
+
+
+def _decode_points(text: str) -> tuple[tuple[int, int], ...]:
+    points = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        match = re.fullmatch(r"(\d+)x(\d+)", part, re.IGNORECASE)
+        if match is None or int(match[1]) < 1:
+            raise typer.BadParameter(f"expected BATCHxCONTEXT such as 32x2048, got {part!r}",
+                                     param_hint="--decode")
+        points.append((int(match[1]), int(match[2])))
+    return tuple(points)
 
 
 @calibrate_app.command("fit")

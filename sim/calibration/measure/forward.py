@@ -189,9 +189,9 @@ def forward_rows(torch: Any, timer: Timer, model: ModelSpec, device: str, *, qui
     for variant in (False, True) if compiled else (False,):
         label = "through torch.compile" if variant else "eager"
         progress(f"  layers {label}")
-        if free_bytes is not None and weight_bytes(model) > free_bytes():
-            result.skipped.append(f"{label}: the weights need {gib(weight_bytes(model))}, "
-                                  f"{gib(free_bytes())} free")
+        shortfall = weights_shortfall(model, free_bytes)
+        if shortfall is not None:
+            result.skipped.append(f"{label}: {shortfall}")
             continue
         net = RandomDenseModel(torch, model, device, compiled=variant)
         _time_variant(torch, timer, net, device, quick, free_bytes, progress, result)
@@ -203,11 +203,11 @@ def _time_variant(torch: Any, timer: Timer, net: RandomDenseModel, device: str, 
                   free_bytes: Callable[[], int] | None, progress: Callable[[str], None],
                   result: ForwardSteps) -> None:
     for shape in step_shapes(quick=quick):
-        name = f"{shape.phase} batch {shape.batch} x {shape.new_tokens} tokens over {shape.context}"
-        need = step_bytes(net.model, shape.batch, shape.new_tokens, shape.context)
-        if free_bytes is not None and need > free_bytes():
-            result.skipped.append(f"{name}: needs {gib(need)}, {gib(free_bytes())} free")
-            progress(f"    {name}: skipped, needs {gib(need)}")
+        name = step_label(shape)
+        shortfall = step_shortfall(net.model, shape, free_bytes)
+        if shortfall is not None:
+            result.skipped.append(f"{name}: {shortfall}")
+            progress(f"    {name}: skipped, {shortfall}")
             continue
         progress(f"    {name}")
         run, graphed = _runnable(torch, net.prepare(shape).run, device)
@@ -219,6 +219,32 @@ def _time_variant(torch: Any, timer: Timer, net: RandomDenseModel, device: str, 
         del run
         if device == "cuda":
             torch.cuda.empty_cache()
+
+
+def step_label(shape: StepShape) -> str:
+    """How progress lines and skip reasons name a step."""
+    return f"{shape.phase} batch {shape.batch} x {shape.new_tokens} tokens over {shape.context}"
+
+
+def weights_shortfall(model: ModelSpec, free_bytes: Callable[[], int] | None) -> str | None:
+    """Why the model's weights would not fit in free device memory; None if they fit.
+
+    Free memory is read once, so the reason quotes the figure that was compared.
+    """
+    if free_bytes is None:
+        return None
+    need, free = weight_bytes(model), free_bytes()
+    return None if need <= free else f"the weights need {gib(need)}, {gib(free)} free"
+
+
+def step_shortfall(model: ModelSpec, shape: StepShape,
+                   free_bytes: Callable[[], int] | None) -> str | None:
+    """Why the KV caches and temporaries of `shape` would not fit in free memory; None if so."""
+    if free_bytes is None:
+        return None
+    need = step_bytes(model, shape.batch, shape.new_tokens, shape.context)
+    free = free_bytes()
+    return None if need <= free else f"needs {gib(need)}, {gib(free)} free"
 
 
 def _runnable(torch: Any, step: Callable[[], Any], device: str) -> tuple[Callable[[], Any], bool]:
