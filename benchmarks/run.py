@@ -29,8 +29,8 @@ BENCHMARKS = {
 
 def measure(experiment: Path, overrides: list[str]) -> dict[str, float]:
     """Run one experiment in this process and report its speed (called in a child)."""
-    from batchsim.config_loader import load_experiment
-    from batchsim.runner import run_experiment
+    from batchsim.experiment.loader import load_experiment
+    from batchsim.experiment.runner import run_experiment
 
     exp, base_dir = load_experiment(experiment, overrides)
     started, cpu_started = time.perf_counter(), time.process_time()

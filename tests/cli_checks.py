@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from batchsim.cli import app
+from batchsim.apps.cli import app
 
 
 def fails_cleanly(args: list[str], *expected: str) -> str:

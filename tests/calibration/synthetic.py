@@ -7,10 +7,10 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from sim.calibration.predict import PREDICTORS
-from sim.calibration.record import MeasurementSource
-from sim.calibration.tables import FamilyTable
-from sim.hardware import GpuProfile
+from batchsim.calibration.predict import PREDICTORS
+from batchsim.calibration.tables import FamilyTable
+from batchsim.gpu.calibration_record import MeasurementSource
+from batchsim.gpu.hardware import GpuProfile
 
 _GRIDS = {
     "gemm": {

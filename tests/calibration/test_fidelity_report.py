@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
-from sim.calibration.own_report import render_own_measurements
-from sim.calibration.report import render_fidelity, target_met
-from sim.hardware import list_gpu_profiles, load_gpu_profile
+from batchsim.calibration.own_report import render_own_measurements
+from batchsim.calibration.report import render_fidelity, target_met
+from batchsim.gpu.hardware import list_gpu_profiles, load_gpu_profile
 
 _ROOT = Path(__file__).resolve().parents[2]
 _DOC = _ROOT / "docs" / "fidelity.md"
-_SAMPLES = _ROOT / "hardware_profiles" / "measurements"
+_SAMPLES = Path(str(files("batchsim.hardware_profiles"))) / "measurements"
 
 
 def test_committed_fidelity_report_matches_the_shipped_profiles() -> None:

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from sim.calibration.fit import fit_profile
-from sim.calibration.parameters import FAMILY_PARAMETERS
-from sim.hardware import SM_TERMS, GpuProfile, load_gpu_profile
+from batchsim.calibration.fit import fit_profile
+from batchsim.calibration.parameters import FAMILY_PARAMETERS
+from batchsim.gpu.hardware import SM_TERMS, GpuProfile, load_gpu_profile
 from tests.calibration.synthetic import synthetic_tables
 
 # A truth unlike every starting point of the fit, with every term switched on.

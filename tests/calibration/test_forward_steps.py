@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from sim.calibration.measure import forward
-from sim.calibration.measure.forward import (
+from batchsim.calibration.measure import forward
+from batchsim.calibration.measure.forward import (
     RandomDenseModel,
     StepShape,
     forward_rows,
     quick_model,
     step_shapes,
 )
-from sim.calibration.measure.step_memory import step_bytes, weight_bytes
-from sim.calibration.measure.timing import Timer
-from sim.model_spec import load_model
+from batchsim.calibration.measure.step_memory import step_bytes, weight_bytes
+from batchsim.calibration.measure.timing import Timer
+from batchsim.gpu.model_spec import load_model
 
 torch = pytest.importorskip("torch")
 

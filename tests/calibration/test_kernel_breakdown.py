@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from batchsim.calibrate_cli import calibrate_app
-from sim.calibration.measure import kernel_breakdown
-from sim.calibration.measure.forward import StepShape, quick_model
-from sim.calibration.measure.kernel_breakdown import (
+from batchsim.apps.calibrate_cli import calibrate_app
+from batchsim.calibration.measure import kernel_breakdown
+from batchsim.calibration.measure.forward import StepShape, quick_model
+from batchsim.calibration.measure.kernel_breakdown import (
     BREAKDOWN_FILE,
     CATEGORIES,
     INFO_FILE,
@@ -27,7 +27,7 @@ from sim.calibration.measure.kernel_breakdown import (
     TOP_FILE,
     classify,
 )
-from sim.calibration.measure.step_memory import step_bytes, weight_bytes
+from batchsim.calibration.measure.step_memory import step_bytes, weight_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -342,7 +342,7 @@ class Blocker:
         raise ImportError(f"{name} imported by {importer}: not installed on the GPU machine")
 
 sys.meta_path.insert(0, Blocker())
-from batchsim.calibrate_cli import calibrate_app
+from batchsim.apps.calibrate_cli import calibrate_app
 assert not any(m.partition(".")[0] in ("pydantic", "simpy") for m in sys.modules), "imported"
 calibrate_app()
 """

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from batchsim.cli import app
-from sim.calibration.measure.forward import step_shapes
-from sim.calibration.tables import REQUIRED_COLUMNS, load_measurements
-from sim.hardware import load_gpu_profile
+from batchsim.apps.cli import app
+from batchsim.calibration.measure.forward import step_shapes
+from batchsim.calibration.tables import REQUIRED_COLUMNS, load_measurements
+from batchsim.gpu.hardware import load_gpu_profile
 
 pytest.importorskip("torch")
 

@@ -3,28 +3,29 @@ comparisons are computed from them."""
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from sim.calibration.fit import fit_profile
-from sim.calibration.own_measurements import (
+from batchsim.calibration.fit import fit_profile
+from batchsim.calibration.own_measurements import (
     MEASURED_PROFILE,
     REPEAT_FOLDER,
     RUN_FOLDER,
     repeatability,
     step_table,
 )
-from sim.calibration.spec import load_gpu_spec
-from sim.calibration.tables import load_measurements
-from sim.calibration.writer import write_profile
-from sim.hardware import load_gpu_profile
+from batchsim.calibration.spec import load_gpu_spec
+from batchsim.calibration.tables import load_measurements
+from batchsim.calibration.writer import write_profile
+from batchsim.gpu.hardware import load_gpu_profile
 
-_MEASURED = Path(__file__).resolve().parents[2] / "hardware_profiles" / "measurements" / (
+_MEASURED = Path(str(files("batchsim.hardware_profiles"))) / "measurements" / (
     MEASURED_PROFILE)
-_PROFILE = Path(__file__).resolve().parents[2] / "hardware_profiles" / "gpus" / (
+_PROFILE = Path(str(files("batchsim.hardware_profiles"))) / "gpus" / (
     f"{MEASURED_PROFILE}.yaml")
 
 

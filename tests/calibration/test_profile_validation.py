@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from sim.calibration.spec import load_gpu_spec
-from sim.calibration.writer import render_profile
-from sim.hardware import HardwareError, load_gpu_profile
+from batchsim.calibration.spec import load_gpu_spec
+from batchsim.calibration.writer import render_profile
+from batchsim.gpu.hardware import HardwareError, load_gpu_profile
 
-_H100 = Path(__file__).resolve().parents[2] / "hardware_profiles" / "gpus" / "h100-sxm.yaml"
+_H100 = Path(str(files("batchsim.hardware_profiles"))) / "gpus" / "h100-sxm.yaml"
 
 
 def _document() -> dict[str, Any]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.cost_model import RooflineCostModel
-from sim.hardware import load_gpu_profile
-from sim.model_spec import load_model
-from sim.roofline import gemm_parts, gemm_seconds
+from batchsim.gpu.cost_model import RooflineCostModel
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.gpu.model_spec import load_model
+from batchsim.gpu.roofline import gemm_parts, gemm_seconds
 
 CALIBRATED = ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s"]
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib.resources import files
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from sim.calibration.fit import fit_profile
-from sim.calibration.predict import PREDICTORS
-from sim.calibration.tables import MeasurementError, allreduce_message_bytes, load_measurements
-from sim.hardware import load_gpu_profile
+from batchsim.calibration.fit import fit_profile
+from batchsim.calibration.predict import PREDICTORS
+from batchsim.calibration.tables import MeasurementError, allreduce_message_bytes, load_measurements
+from batchsim.gpu.hardware import load_gpu_profile
 
-_SAMPLES = Path(__file__).resolve().parents[2] / "hardware_profiles" / "measurements"
+_SAMPLES = Path(str(files("batchsim.hardware_profiles"))) / "measurements"
 
 
 @pytest.mark.parametrize("gpu", ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s"])
@@ -62,7 +63,7 @@ def test_two_tables_of_one_family_need_a_prefix(tmp_path: Path) -> None:
 
 def test_batchsim_imports_and_lists_profiles_without_torch() -> None:
     code = (
-        "import sys; from typer.testing import CliRunner; from batchsim.cli import app; "
+        "import sys; from typer.testing import CliRunner; from batchsim.apps.cli import app; "
         "r = CliRunner().invoke(app, ['profiles']); assert r.exit_code == 0, r.output; "
         "assert 'torch' not in sys.modules; print(r.output)"
     )

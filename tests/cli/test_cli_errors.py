@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from batchsim.cli import app
+from batchsim.apps.cli import app
 from tests.cli_checks import fails_cleanly as _fails_cleanly
 from tests.validation.experiment_builder import base_experiment
 

@@ -9,7 +9,7 @@ import pandas as pd
 import yaml
 from typer.testing import CliRunner
 
-from batchsim.cli import app
+from batchsim.apps.cli import app
 from tests.validation.experiment_builder import base_experiment
 
 runner = CliRunner()

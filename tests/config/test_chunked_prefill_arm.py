@@ -4,9 +4,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from batchsim.config import ChunkedPrefillArm, Experiment
-from batchsim.policy_factory import build_policy
-from policies.chunked_prefill import ChunkedPrefill
+from batchsim.experiment.policy_factory import build_policy
+from batchsim.experiment.schema import ChunkedPrefillArm, Experiment
+from batchsim.policies.chunked_prefill import ChunkedPrefill
 from tests.config.test_config_loader import only_problem
 
 WriteYaml = Callable[[str | dict[str, Any]], Path]

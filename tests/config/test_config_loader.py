@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from batchsim.config import Experiment
-from batchsim.config_loader import ConfigError, dump_resolved, load_experiment
+from batchsim.experiment.loader import ConfigError, dump_resolved, load_experiment
+from batchsim.experiment.schema import Experiment
 
 WriteYaml = Callable[[str | dict[str, Any]], Path]
 

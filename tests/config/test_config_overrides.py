@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from batchsim.config import ContinuousArm, FixedLength
-from batchsim.config_loader import ConfigError, apply_overrides, load_experiment
+from batchsim.experiment.loader import ConfigError, apply_overrides, load_experiment
+from batchsim.experiment.schema import ContinuousArm, FixedLength
 
 WriteYaml = Callable[[str | dict[str, Any]], Path]
 

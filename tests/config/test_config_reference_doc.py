@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from batchsim.config_loader import load_experiment
-from batchsim.schema_doc import generated_section, render_schema_markdown
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.reference_doc import generated_section, render_schema_markdown
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 REFERENCE = DOCS / "reference" / "experiment.md"
@@ -26,7 +26,7 @@ def example_experiments() -> list[tuple[str, str]]:
 def test_reference_tables_match_the_schema() -> None:
     assert generated_section(REFERENCE.read_text("utf-8")) == render_schema_markdown(), (
         "docs/reference/experiment.md is stale: run "
-        "`python -m batchsim.schema_doc docs/reference/experiment.md`"
+        "`python -m batchsim.experiment.reference_doc docs/reference/experiment.md`"
     )
 
 

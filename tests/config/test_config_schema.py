@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from batchsim.config import (
+from batchsim.experiment.reference_doc import _documented_models
+from batchsim.experiment.schema import (
     ContinuousArm,
     DTypeConfig,
     Experiment,
@@ -19,7 +20,6 @@ from batchsim.config import (
     StaticArm,
     UniformComponent,
 )
-from batchsim.schema_doc import _documented_models
 
 
 def test_minimal_experiment_fills_in_the_documented_defaults(minimal_data: dict[str, Any]) -> None:

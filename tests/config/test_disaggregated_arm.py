@@ -12,11 +12,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from batchsim.cli import app
-from batchsim.config import DisaggregatedArm, Experiment, KVLinkConfig
-from batchsim.config_loader import load_experiment
-from batchsim.policy_factory import ArmError
-from batchsim.runner import run_experiment
+from batchsim.apps.cli import app
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.policy_factory import ArmError
+from batchsim.experiment.runner import run_experiment
+from batchsim.experiment.schema import DisaggregatedArm, Experiment, KVLinkConfig
 from tests.config.test_config_loader import only_problem
 
 WriteYaml = Callable[[str | dict[str, Any]], Path]

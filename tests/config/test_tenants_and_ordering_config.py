@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from batchsim.config import Experiment, FcfsOrdering
-from batchsim.config_loader import ConfigError, load_experiment, validate_experiment
+from batchsim.experiment.loader import ConfigError, load_experiment, validate_experiment
+from batchsim.experiment.schema import Experiment, FcfsOrdering
 
 
 def _tenants() -> list[dict[str, Any]]:

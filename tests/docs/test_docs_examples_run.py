@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from batchsim.config_loader import load_experiment
-from batchsim.executors import InProcess
-from batchsim.runner import run_experiment
-from batchsim.sweep import plan_sweep, run_sweep
-from batchsim.sweep_cli import sweep_axes
+from batchsim.apps.executors import InProcess
+from batchsim.apps.sweep.cli import sweep_axes
+from batchsim.apps.sweep.runs import plan_sweep, run_sweep
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.runner import run_experiment
 
 REPO = Path(__file__).resolve().parents[2]
 YAML_BLOCK = re.compile(r"^```yaml\n(name:.*?)^```", re.MULTILINE | re.DOTALL)

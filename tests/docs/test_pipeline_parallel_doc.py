@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from batchsim.config_loader import load_experiment
-from batchsim.runner import run_experiment
-from sim.cost_model import StepCost
-from sim.hardware import load_gpu_profile
-from sim.model_spec import load_model
-from sim.pipeline_cost import PipelineStepCost, build_cost_model
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.runner import run_experiment
+from batchsim.gpu.cost_model import StepCost
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.gpu.model_spec import load_model
+from batchsim.gpu.pipeline_cost import PipelineStepCost, build_cost_model
 
 REPO = Path(__file__).resolve().parents[2]
 HOW_TO = (REPO / "docs" / "how-to" / "pipeline-parallel.md").read_text("utf-8")

@@ -3,14 +3,15 @@ profile name or alias, null with the reason when a profile has no power or no pr
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from batchsim.config_loader import load_experiment
-from batchsim.runner import ExperimentResult, run_experiment
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.runner import ExperimentResult, run_experiment
 
 EXPERIMENT: dict[str, Any] = {
     "name": "energy", "seed": 3, "model": "llama-3.1-8b", "hardware": "h100-sxm",
@@ -75,7 +76,7 @@ def test_disaggregated_arm_counts_both_pools_and_names_the_missing_price(
 
 
 def test_a_profile_without_power_gives_null_energy_and_says_why(tmp_path: Path) -> None:
-    shipped = Path(__file__).resolve().parents[2] / "hardware_profiles" / "gpus" / "h100-sxm.yaml"
+    shipped = Path(str(files("batchsim.hardware_profiles"))) / "gpus" / "h100-sxm.yaml"
     document = yaml.safe_load(shipped.read_text(encoding="utf-8"))
     del document["power"]
     (tmp_path / "nopower.yaml").write_text(yaml.safe_dump(document), encoding="utf-8")

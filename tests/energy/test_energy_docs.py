@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from batchsim.config_loader import load_experiment
-from batchsim.runner import run_experiment
-from sim.energy import busy_power_w, ridge_tokens
-from sim.hardware import load_gpu_profile
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.runner import run_experiment
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.metrics.energy import busy_power_w, ridge_tokens
 
 REPO = Path(__file__).resolve().parents[2]
 HOW_TO = (REPO / "docs" / "how-to" / "energy-and-cost.md").read_text("utf-8")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from batchsim.report.table import MISSING, table_rows
+from batchsim.apps.report.table import MISSING, table_rows
 
 BASE = {"measured_requests": 10, "completed": 10, "rejected": 0}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from batchsim.plan.bisect import FOUND, MEETS_AT_HIGH, MISSES_AT_LOW, RateBisection
+from batchsim.apps.plan.bisect import FOUND, MEETS_AT_HIGH, MISSES_AT_LOW, RateBisection
 
 
 def _run(bisection: RateBisection, capacity: float) -> RateBisection:

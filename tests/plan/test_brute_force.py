@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batchsim.config_loader import load_experiment
-from batchsim.executors import InProcess
-from batchsim.plan.planner import run_plan
-from batchsim.plan.records import plan_document
-from batchsim.plan.runs import stats_of_folder
-from batchsim.plan.verdict import judge
-from batchsim.sweep import SweepPlan, plan_sweep, run_sweep
-from batchsim.sweep_points import SweepAxis
+from batchsim.apps.executors import InProcess
+from batchsim.apps.plan.planner import run_plan
+from batchsim.apps.plan.records import plan_document
+from batchsim.apps.plan.runs import stats_of_folder
+from batchsim.apps.plan.verdict import judge
+from batchsim.apps.sweep.points import SweepAxis
+from batchsim.apps.sweep.runs import SweepPlan, plan_sweep, run_sweep
+from batchsim.experiment.loader import load_experiment
 from tests.plan.tiny import write_experiment
 
 ARMS = ("vllm", "static")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from batchsim.executors import InProcess
-from batchsim.plan.planner import run_plan
-from batchsim.plan.records import plan_document
+from batchsim.apps.executors import InProcess
+from batchsim.apps.plan.planner import run_plan
+from batchsim.apps.plan.records import plan_document
 
 REPO = Path(__file__).resolve().parents[2]
 HOW_TO = REPO / "docs" / "how-to" / "capacity-planning.md"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from batchsim.config import DisaggregatedArm, Experiment
-from batchsim.config_loader import ConfigError
-from batchsim.plan.cost import cost_per_hour, usd_per_million_tokens
-from batchsim.plan.pareto import ParetoPoint, pareto_front
-from batchsim.plan.setups import gpus_by_hardware
+from batchsim.apps.plan.cost import cost_per_hour, usd_per_million_tokens
+from batchsim.apps.plan.pareto import ParetoPoint, pareto_front
+from batchsim.apps.plan.setups import gpus_by_hardware
+from batchsim.experiment.loader import ConfigError
+from batchsim.experiment.schema import DisaggregatedArm, Experiment
 from tests.plan.tiny import EXPERIMENT
 
 

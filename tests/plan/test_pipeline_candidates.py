@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batchsim.executors import InProcess
-from batchsim.plan.planner import run_plan
-from batchsim.plan.records import plan_document
+from batchsim.apps.executors import InProcess
+from batchsim.apps.plan.planner import run_plan
+from batchsim.apps.plan.records import plan_document
 from tests.plan.tiny import write_experiment
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from batchsim.cli import app
+from batchsim.apps.cli import app
 from tests.plan.tiny import write_experiment
 
 PLAN = {

@@ -3,16 +3,17 @@ output token; the top-level `pricing` prices a plan that gives none of its own."
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from batchsim.config_loader import ConfigError
-from batchsim.executors import InProcess
-from batchsim.plan.planner import run_plan
-from batchsim.plan.records import plan_document
+from batchsim.apps.executors import InProcess
+from batchsim.apps.plan.planner import run_plan
+from batchsim.apps.plan.records import plan_document
+from batchsim.experiment.loader import ConfigError
 from tests.plan.tiny import write_experiment
 
 # H100 at $1/GPU-hour, H200 at $3: on one GPU each both meet the SLO at 10 req/s.
@@ -78,7 +79,7 @@ def test_cost_objective_without_prices_is_an_error(tmp_path: Path) -> None:
 
 
 def test_energy_objective_on_a_profile_without_power_is_an_error(tmp_path: Path) -> None:
-    shipped = Path(__file__).resolve().parents[2] / "hardware_profiles" / "gpus" / "h100-sxm.yaml"
+    shipped = Path(str(files("batchsim.hardware_profiles"))) / "gpus" / "h100-sxm.yaml"
     document = yaml.safe_load(shipped.read_text(encoding="utf-8"))
     del document["power"]
     document["name"] = "bare-h100"

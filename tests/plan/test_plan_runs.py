@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from batchsim.executors import InProcess, LocalProcesses
-from batchsim.plan.planner import run_plan
-from batchsim.plan.records import plan_document
+from batchsim.apps.executors import InProcess, LocalProcesses
+from batchsim.apps.plan.planner import run_plan
+from batchsim.apps.plan.records import plan_document
 from tests.plan.tiny import write_experiment
 
 

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from batchsim.config import PlanKeepUpConfig, SLOConfig
-from batchsim.plan.runs import RunStats, TtftTrend, p99_counting_misses
-from batchsim.plan.verdict import judge
+from batchsim.apps.plan.runs import RunStats, TtftTrend, p99_counting_misses
+from batchsim.apps.plan.verdict import judge
+from batchsim.experiment.schema import PlanKeepUpConfig, SLOConfig
 
 SLO = SLOConfig(ttft_p99_s=1.0)
 KEEP_UP = PlanKeepUpConfig()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sim.policy_protocol import BatchingPolicy
-from sim.request import Request, RequestStatus
-from sim.step_plan import StepOutcome, StepPlan
+from batchsim.sim.policy_protocol import BatchingPolicy
+from batchsim.sim.request import Request, RequestStatus
+from batchsim.sim.step_plan import StepOutcome, StepPlan
 
 
 class CheckedPolicy:

@@ -7,12 +7,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.admission import AdmissionControl, KVReserve
-from policies.chunked_prefill import ChunkedPrefill
-from policies.continuous import ContinuousBatching
-from sim.engine import Simulation
-from sim.kv_cache import HostSwapSpace, KVBlockPool
-from sim.request import Request, RequestStatus
+from batchsim.policies.admission import AdmissionControl, KVReserve
+from batchsim.policies.chunked_prefill import ChunkedPrefill
+from batchsim.policies.continuous import ContinuousBatching
+from batchsim.sim.engine import Simulation
+from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
+from batchsim.sim.request import Request, RequestStatus
 from tests.policies.checked_policy import CheckedPolicy
 from tests.policies.test_invariants import (
     LinearCost,

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from policies.chunked_prefill import ChunkedPrefill
-from sim.kv_cache import HostSwapSpace, KVBlockPool
-from sim.request import Request, RequestStatus
-from sim.step_plan import StepPlan
+from batchsim.policies.chunked_prefill import ChunkedPrefill
+from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
+from batchsim.sim.request import Request, RequestStatus
+from batchsim.sim.step_plan import StepPlan
 from tests.policies.checked_policy import CheckedPolicy
 
 

@@ -3,12 +3,12 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.budget import StepBudget
-from policies.iteration_level import schedule_all_decodes
-from sim.kv_cache import KVBlockPool
-from sim.request import Request
-from sim.step_plan import StepPlan
-from sim.stretch import ExactGrowth, decode_horizon
+from batchsim.policies.budget import StepBudget
+from batchsim.policies.iteration_level import schedule_all_decodes
+from batchsim.sim.kv_cache import KVBlockPool
+from batchsim.sim.request import Request
+from batchsim.sim.step_plan import StepPlan
+from batchsim.sim.stretch import ExactGrowth, decode_horizon
 
 
 def _running_batch(block_size: int, lengths: list[tuple[int, int, int]]) -> tuple[

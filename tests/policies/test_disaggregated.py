@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.chunked_prefill import ChunkedPrefill
-from policies.continuous import ContinuousBatching
-from policies.disaggregated import DecodePool, PrefillPool
-from sim.disaggregated import DECODE_KV_TOO_SMALL, DisaggregatedSimulation, LinkSpec
-from sim.engine import OpenLoopTraffic
-from sim.kv_cache import HostSwapSpace, KVBlockPool
-from sim.request import RequestStatus
+from batchsim.policies.chunked_prefill import ChunkedPrefill
+from batchsim.policies.continuous import ContinuousBatching
+from batchsim.policies.disaggregated import DecodePool, PrefillPool
+from batchsim.sim.disaggregated import DECODE_KV_TOO_SMALL, DisaggregatedSimulation, LinkSpec
+from batchsim.sim.engine import OpenLoopTraffic
+from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
+from batchsim.sim.request import RequestStatus
 from tests.policies.test_invariants import LinearCost, workloads
 
 BLOCK = 16

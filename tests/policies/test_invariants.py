@@ -8,12 +8,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.chunked_prefill import ChunkedPrefill
-from policies.continuous import ContinuousBatching
-from policies.static import StaticBatching
-from sim.engine import ClosedLoopTraffic, OpenLoopTraffic, Simulation
-from sim.kv_cache import HostSwapSpace, KVBlockPool
-from sim.request import RequestStatus
+from batchsim.policies.chunked_prefill import ChunkedPrefill
+from batchsim.policies.continuous import ContinuousBatching
+from batchsim.policies.static import StaticBatching
+from batchsim.sim.engine import ClosedLoopTraffic, OpenLoopTraffic, Simulation
+from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
+from batchsim.sim.request import RequestStatus
 from tests.policies.checked_policy import CheckedPolicy
 
 

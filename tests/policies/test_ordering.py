@@ -7,10 +7,10 @@ from itertools import pairwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.fair_share import FairShareQueue
-from policies.ordering import FcfsQueue, KeyedQueue, priority_key, shortest_prompt_key
-from sim.request import Request
-from sim.step_plan import StepPlan
+from batchsim.policies.fair_share import FairShareQueue
+from batchsim.policies.ordering import FcfsQueue, KeyedQueue, priority_key, shortest_prompt_key
+from batchsim.sim.request import Request
+from batchsim.sim.step_plan import StepPlan
 
 
 def _request(i: int, *, prompt: int = 100, arrival: float = 0.0, tenant: int = 0,

@@ -11,22 +11,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.chunked_prefill import ChunkedPrefill
-from policies.continuous import ContinuousBatching
-from policies.fair_share import FairShareQueue
-from policies.ordering import (
+from batchsim.metrics.fairness import isolated_service_s
+from batchsim.policies.chunked_prefill import ChunkedPrefill
+from batchsim.policies.continuous import ContinuousBatching
+from batchsim.policies.fair_share import FairShareQueue
+from batchsim.policies.ordering import (
     FcfsQueue,
     KeyedQueue,
     WaitingQueue,
     priority_key,
     shortest_prompt_key,
 )
-from policies.static import StaticBatching
-from sim.engine import OpenLoopTraffic, Simulation
-from sim.fairness_metrics import isolated_service_s
-from sim.kv_cache import HostSwapSpace, KVBlockPool
-from sim.request import Request
-from sim.step_plan import StepOutcome, StepPlan
+from batchsim.policies.static import StaticBatching
+from batchsim.sim.engine import OpenLoopTraffic, Simulation
+from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
+from batchsim.sim.request import Request
+from batchsim.sim.step_plan import StepOutcome, StepPlan
 from tests.policies.checked_policy import CheckedPolicy
 from tests.policies.test_invariants import LinearCost, _check_conservation, workloads
 

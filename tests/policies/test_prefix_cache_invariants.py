@@ -8,14 +8,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.chunked_prefill import ChunkedPrefill
-from policies.continuous import ContinuousBatching
-from sim.engine import OpenLoopTraffic, Simulation
-from sim.kv_cache import HostSwapSpace, KVBlockPool
-from sim.request import RequestStatus
+from batchsim.policies.chunked_prefill import ChunkedPrefill
+from batchsim.policies.continuous import ContinuousBatching
+from batchsim.sim.engine import OpenLoopTraffic, Simulation
+from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
+from batchsim.sim.request import RequestStatus
+from batchsim.workloads.prefix_blocks import PrefixBlocks
 from tests.policies.checked_policy import CheckedPolicy
 from tests.policies.test_invariants import LinearCost
-from workloads.prefix_blocks import PrefixBlocks
 
 workloads = st.fixed_dictionaries({
     "n": st.integers(1, 50),

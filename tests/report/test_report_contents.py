@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from batchsim.report.build import write_report
-from batchsim.report.results import load_results
-from batchsim.report.table import comparison_table_html, duration, table_rows
+from batchsim.apps.report.build import write_report
+from batchsim.apps.report.results import load_results
+from batchsim.apps.report.table import comparison_table_html, duration, table_rows
 from tests.report.synthetic import write_folder
 
 IMAGE = '<img src="data:image/png;base64,'

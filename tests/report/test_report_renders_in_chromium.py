@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from batchsim.report.build import write_report
+from batchsim.apps.report.build import write_report
 from tests.report.synthetic import write_folder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,8 +44,8 @@ def test_the_collapse_sweep_report_renders_every_curve(tmp_path: Path) -> None:
     """A reduced run of the shipped collapse sweep: every curve plot on the rendered page."""
     from typer.testing import CliRunner
 
-    from batchsim.cli import app
-    from batchsim.report.sweep_plots import SWEEP_PLOTS
+    from batchsim.apps.cli import app
+    from batchsim.apps.report.sweep_plots import SWEEP_PLOTS
 
     out = tmp_path / "collapse"
     result = CliRunner().invoke(app, [

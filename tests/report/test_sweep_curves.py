@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from batchsim.report.build import write_report
-from batchsim.report.sweep_plots import (
+from batchsim.apps.report.build import write_report
+from batchsim.apps.report.sweep_plots import (
     SWEEP_PLOTS,
     SWEEP_PREEMPTIONS,
     SWEEP_THROUGHPUT,
     SWEEP_TPOT,
     SWEEP_TTFT,
 )
-from batchsim.report.sweep_results import SweepResults, load_sweep
+from batchsim.apps.report.sweep_results import SweepResults, load_sweep
 
 IMAGE = '<img src="data:image/png;base64,'
 RATE = "workload.arrivals.rate"

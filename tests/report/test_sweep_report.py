@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from batchsim.cli import app
+from batchsim.apps.cli import app
 
 runner = CliRunner()
 SWEEP_PLOTS = ("sweep_throughput", "sweep_ttft", "sweep_tpot", "sweep_preemptions", "sweep_kv")

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.hardware import load_gpu_profile
-from sim.moe_cost import alltoall_seconds
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.gpu.moe_cost import alltoall_seconds
 
 _SAMPLE = Path(__file__).parent / "data" / "h200_nccl_alltoall_half.csv"
 _HALF_BYTES = 2.0  # message_size counts fp16 elements (data/README.md)

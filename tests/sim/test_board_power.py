@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
 import yaml
 
-from sim.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
+from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 
 _SOURCES_TDP = {"a100-sxm-80gb": 400, "h100-sxm": 700, "h200-sxm": 700, "l40s": 350,
                 "b200": 1000, "mi300x": 750,  # data-sheet TDPs, as the yaml comments cite
@@ -23,7 +24,7 @@ def test_shipped_profiles_carry_board_power_in_order(name: str) -> None:
 
 
 def _profile_with_power(tmp_path: Path, power: object) -> Path:
-    shipped = Path(__file__).resolve().parents[2] / "hardware_profiles" / "gpus" / "h100-sxm.yaml"
+    shipped = Path(str(files("batchsim.hardware_profiles"))) / "gpus" / "h100-sxm.yaml"
     document = yaml.safe_load(shipped.read_text(encoding="utf-8"))
     if power is None:
         del document["power"]

@@ -33,9 +33,9 @@ def test_finishes_schedule_no_progress_event_when_no_user_waits_for_one() -> Non
     the same. (The closed-loop retry above is the case where someone waits.)"""
     import numpy as np
 
-    from policies.continuous import ContinuousBatching
-    from sim.engine import OpenLoopTraffic, Simulation
-    from sim.kv_cache import KVBlockPool
+    from batchsim.policies.continuous import ContinuousBatching
+    from batchsim.sim.engine import OpenLoopTraffic, Simulation
+    from batchsim.sim.kv_cache import KVBlockPool
     from tests.policies.test_invariants import LinearCost
 
     traffic = OpenLoopTraffic(np.array([0.0, 0.5, 0.5, 2.0]), np.array([30, 5, 70, 9]),

@@ -7,13 +7,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-import sim.cost_model
-from sim.cost_model import RooflineCostModel, StepCost
-from sim.dtypes import bytes_per_element
-from sim.hardware import load_gpu_profile
-from sim.memory import weights_bytes_per_gpu
-from sim.model_spec import load_model
-from sim.roofline import (
+import batchsim.gpu.cost_model as cost_model_module
+from batchsim.gpu.cost_model import RooflineCostModel, StepCost
+from batchsim.gpu.dtypes import bytes_per_element
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.gpu.memory import weights_bytes_per_gpu
+from batchsim.gpu.model_spec import load_model
+from batchsim.gpu.roofline import (
     allreduce_seconds,
     decode_attention_seconds,
     gemm_parts,
@@ -195,12 +195,12 @@ def test_breakdown_sums_to_the_total() -> None:
 
 
 def test_bounded_cache_gives_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sim.cost_model, "_MAX_CACHE_ENTRIES", 3)
+    monkeypatch.setattr(cost_model_module, "_MAX_CACHE_ENTRIES", 3)
     small_cache, fresh = _cost_model(), _cost_model()
     for batch in range(1, 20):
         _decode(small_cache, batch, 100)
     # Cleared when full, then refilled with one block of neighbouring token counts.
-    assert len(small_cache._layer_cache) <= 3 + sim.cost_model._LAYER_BLOCK
+    assert len(small_cache._layer_cache) <= 3 + cost_model_module._LAYER_BLOCK
     for batch in (1, 7, 19):
         assert _decode(small_cache, batch, 100) == _decode(fresh, batch, 100)
 
@@ -276,7 +276,7 @@ def test_small_and_large_batches_sum_a_mixed_step_the_same_way(
         return [cost_model.step_time(new, context, int((new >= 1).sum())).seconds
                 for new, context in shapes]
 
-    monkeypatch.setattr(sim.cost_model, "_PYTHON_SUMS_MAX_SEQS", 10**9)
+    monkeypatch.setattr(cost_model_module, "_PYTHON_SUMS_MAX_SEQS", 10**9)
     in_python = costs()
-    monkeypatch.setattr(sim.cost_model, "_PYTHON_SUMS_MAX_SEQS", 0)
+    monkeypatch.setattr(cost_model_module, "_PYTHON_SUMS_MAX_SEQS", 0)
     assert costs() == in_python

@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sim.timeseries as ts
-from sim.metrics import stable_order
-from sim.recorder import RunRecord
+import batchsim.metrics.timeseries as ts
+from batchsim.metrics.summary import stable_order
+from batchsim.sim.recorder import RunRecord
 
 # Repeated values, both zeros, infinities and NaN: the cases where orders could differ.
 _special = st.sampled_from([0.0, -0.0, 0.5, 1.0, 3.0, 1e-300, 5e-324, np.inf, -np.inf, np.nan,

@@ -7,7 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from sim.energy import (
+from batchsim.gpu.hardware import BoardPower, GpuProfile, load_gpu_profile
+from batchsim.metrics.energy import (
     ReplicaGroup,
     busy_power_w,
     cost_metrics,
@@ -15,8 +16,7 @@ from sim.energy import (
     group_joules,
     ridge_tokens,
 )
-from sim.hardware import BoardPower, GpuProfile, load_gpu_profile
-from sim.recorder import RunRecord
+from batchsim.sim.recorder import RunRecord
 
 POWER = BoardPower(idle_w=100.0, memory_bound_w=200.0, max_w=700.0, source="test")
 

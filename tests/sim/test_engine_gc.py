@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from sim.engine import _GC_THRESHOLDS, _fewer_collections
+from batchsim.sim.engine import _GC_THRESHOLDS, _fewer_collections
 
 
 def test_collections_are_rarer_during_a_run_and_the_thresholds_come_back_after() -> None:

@@ -1,4 +1,4 @@
-"""Slowdown, Jain's index and max-min shares: the definitions in sim/fairness_metrics.py."""
+"""Slowdown, Jain's index and max-min shares: the definitions in batchsim/metrics/fairness.py."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from policies.continuous import ContinuousBatching
-from sim.engine import OpenLoopTraffic, Simulation
-from sim.fairness_metrics import (
+from batchsim.metrics.fairness import (
     isolated_service_s,
     jain_index,
     max_min_shares,
     slowdown_by_prompt_bucket,
 )
-from sim.kv_cache import KVBlockPool
+from batchsim.policies.continuous import ContinuousBatching
+from batchsim.sim.engine import OpenLoopTraffic, Simulation
+from batchsim.sim.kv_cache import KVBlockPool
 from tests.policies.test_invariants import LinearCost
 
 
@@ -70,9 +70,9 @@ class _StepTimeOnly:
 
 @pytest.mark.parametrize("tensor_parallel", [1, 4])
 def test_prefills_priced_from_lists_equal_step_time_bit_for_bit(tensor_parallel):
-    from sim.cost_model import RooflineCostModel
-    from sim.hardware import load_gpu_profile
-    from sim.model_spec import load_model
+    from batchsim.gpu.cost_model import RooflineCostModel
+    from batchsim.gpu.hardware import load_gpu_profile
+    from batchsim.gpu.model_spec import load_model
 
     cost = RooflineCostModel(load_model("llama-3.1-8b"), load_gpu_profile("h100-sxm"),
                              tensor_parallel=tensor_parallel, weight_dtype="bf16", kv_dtype="bf16")

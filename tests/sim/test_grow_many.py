@@ -3,7 +3,7 @@
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sim.kv_cache import KVBlockPool
+from batchsim.sim.kv_cache import KVBlockPool
 
 
 def _pool_with_history(num_blocks: int, prefix_caching: bool, history: list[tuple[int, int]],

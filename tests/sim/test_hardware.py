@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
 import yaml
 
-from sim.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
+from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 
 _CALIBRATED = ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s"]
 _SPEC_ONLY = ["b200", "mi300x"]
@@ -19,7 +20,7 @@ _SHIPPED = sorted([*_CALIBRATED, *_SPEC_ONLY, _OWN_MEASUREMENTS])
 def _h100_document() -> dict[str, object]:
     """The shipped H100 profile as a plain mapping, to edit into user profiles."""
     text = (
-        Path(__file__).resolve().parents[2] / "hardware_profiles" / "gpus" / "h100-sxm.yaml"
+        Path(str(files("batchsim.hardware_profiles"))) / "gpus" / "h100-sxm.yaml"
     ).read_text(encoding="utf-8")
     document = yaml.safe_load(text)
     assert isinstance(document, dict)

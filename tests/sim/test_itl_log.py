@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.recorder import ITLLog
+from batchsim.sim.recorder import ITLLog
 
 _gaps = st.lists(st.floats(0.001, 1.0), min_size=1, max_size=6)
 _ids = st.lists(st.integers(0, 9), min_size=1, max_size=5, unique=True)
@@ -84,8 +84,8 @@ def test_the_summarys_gap_statistics_are_the_weighted_distributions_bit_for_bit(
     """`_itl_distribution` (sorted by one stable argsort, in place of the arrays) gives the
     very numbers of `weighted_distribution` on the same values and weights. Gaps repeat, so
     the weights' order among equal values — which the mean's rounding sees — is exercised."""
-    from sim.metrics import _itl_distribution, weighted_distribution
-    from sim.recorder import RunRecord
+    from batchsim.metrics.summary import _itl_distribution, weighted_distribution
+    from batchsim.sim.recorder import RunRecord
 
     record = RunRecord()
     for ids, gaps in runs:

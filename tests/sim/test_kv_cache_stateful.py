@@ -4,7 +4,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from sim.kv_cache import HostSwapSpace, KVBlockPool, KVCacheError
+from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool, KVCacheError
 
 
 class BlockPoolMachine(RuleBasedStateMachine):

@@ -7,7 +7,7 @@ import math
 import pytest
 import simpy
 
-from sim.kv_link import KVLink
+from batchsim.sim.kv_link import KVLink
 
 GB = 1e9
 

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from sim.hardware import load_gpu_profile
-from sim.memory import MemoryPlan, ModelDoesNotFitError, plan_memory, weights_bytes_per_gpu
-from sim.model_spec import ModelError, load_model
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.gpu.memory import MemoryPlan, ModelDoesNotFitError, plan_memory, weights_bytes_per_gpu
+from batchsim.gpu.model_spec import ModelError, load_model
 
 
 def _plan(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
 
-from sim.dtypes import bytes_per_element
-from sim.model_spec import ModelError, ModelSpec, library_model_names, load_model
+from batchsim.gpu.dtypes import bytes_per_element
+from batchsim.gpu.model_spec import ModelError, ModelSpec, library_model_names, load_model
 
 _REQUIRED_LIBRARY_MODELS = {
     "llama-2-7b",
@@ -35,7 +36,7 @@ _SHIPPED_8B_CONFIG = "meta-llama--Meta-Llama-3.1-8B_config.json"
 
 
 def _shipped_config(file_name: str) -> Path:
-    return Path(__file__).resolve().parents[2] / "hardware_profiles" / "models" / file_name
+    return Path(str(files("batchsim.hardware_profiles"))) / "models" / file_name
 
 
 def _dims(spec: ModelSpec) -> tuple[int, ...]:

@@ -1,4 +1,4 @@
-"""Step cost of mixture-of-experts and MLA models (sim.moe_cost through sim.cost_model)."""
+"""Step cost of mixture-of-experts and MLA models (batchsim.gpu.moe_cost through batchsim.gpu.cost_model)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from sim.cost_model import RooflineCostModel, StepCost
-from sim.hardware import load_gpu_profile
-from sim.model_spec import ModelSpec, load_model
-from sim.moe_cost import LayerStackCost, alltoall_seconds
-from sim.moe_layout import Parallelism
-from sim.moe_spec import MoESpec
+from batchsim.gpu.cost_model import RooflineCostModel, StepCost
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.gpu.model_spec import ModelSpec, load_model
+from batchsim.gpu.moe_cost import LayerStackCost, alltoall_seconds
+from batchsim.gpu.moe_layout import Parallelism
+from batchsim.gpu.moe_spec import MoESpec
 
 _H200 = load_gpu_profile("h200-sxm")
 
@@ -168,7 +168,7 @@ def test_fast_decode_path_equals_step_time_for_moe_models() -> None:
 def test_a_prefill_chunk_re_expands_the_cached_latents() -> None:
     """Non-absorbed MLA prefill: the chunk's cached context is up-projected to per-head K and V
     (kv_lora 512 → 16 heads × (128 + 128) a GPU under TP8) in every layer."""
-    from sim.roofline import gemm_seconds
+    from batchsim.gpu.roofline import gemm_seconds
 
     cost, context = _deepseek(ep=1), 8192
     stack = LayerStackCost(_DEEPSEEK, _H200, Parallelism(8), weight_dtype="fp8", imbalance=1.0)

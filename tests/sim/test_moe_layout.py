@@ -6,17 +6,17 @@ from dataclasses import replace
 
 import pytest
 
-from sim.hardware import load_gpu_profile
-from sim.memory import plan_memory
-from sim.memory import weights_bytes_per_gpu as dense_weights_bytes_per_gpu
-from sim.model_spec import ModelError, load_model
-from sim.moe_layout import (
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.gpu.memory import plan_memory
+from batchsim.gpu.memory import weights_bytes_per_gpu as dense_weights_bytes_per_gpu
+from batchsim.gpu.model_spec import ModelError, load_model
+from batchsim.gpu.moe_layout import (
     Parallelism,
     check_parallelism,
     kv_bytes_per_token_per_gpu,
     weights_bytes_per_gpu,
 )
-from sim.moe_spec import MoESpec
+from batchsim.gpu.moe_spec import MoESpec
 
 _BF16 = 2
 

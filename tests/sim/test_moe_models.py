@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
 
-from sim.model_spec import ModelError, load_model
+from batchsim.gpu.model_spec import ModelError, load_model
 
-_MODELS = Path(__file__).resolve().parents[2] / "hardware_profiles" / "models"
+_MODELS = Path(str(files("batchsim.hardware_profiles"))) / "models"
 _DEEPSEEK_CONFIG = _MODELS / "deepseek-ai--DeepSeek-V3_config.json"
 _MIXTRAL_CONFIG = _MODELS / "mistralai--Mixtral-8x7B-v0.1_config.json"
 _BF16 = 2.0
@@ -137,7 +138,7 @@ def test_expected_experts_touched_grows_to_all() -> None:
 def test_the_models_command_lists_total_and_active_parameters() -> None:
     from typer.testing import CliRunner
 
-    from batchsim.cli import app
+    from batchsim.apps.cli import app
 
     result = CliRunner().invoke(app, ["models"])
     assert result.exit_code == 0, result.output

@@ -1,4 +1,4 @@
-"""The pipelined step cost: fill, steady state, bubble and hand-offs (sim/pipeline_cost.py)."""
+"""The pipelined step cost: fill, steady state, bubble and hand-offs (batchsim/gpu/pipeline_cost.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from sim.cost_model import RooflineCostModel
-from sim.hardware import GpuProfile, load_gpu_profile
-from sim.model_spec import ModelError, load_model
-from sim.pipeline_cost import PipelineCostModel, build_cost_model
-from sim.pipeline_stages import boundary_bandwidths, boundary_crosses_node, check_pipeline_parallel
+from batchsim.gpu.cost_model import RooflineCostModel
+from batchsim.gpu.hardware import GpuProfile, load_gpu_profile
+from batchsim.gpu.model_spec import ModelError, load_model
+from batchsim.gpu.pipeline_cost import PipelineCostModel, build_cost_model
+from batchsim.gpu.pipeline_stages import (
+    boundary_bandwidths,
+    boundary_crosses_node,
+    check_pipeline_parallel,
+)
 
 A100 = load_gpu_profile("a100-sxm-80gb")  # 300 GB/s NVLink, 32 GB/s PCIe, 10 µs, 8 per node
 LLAMA_70B = load_model("llama-3.1-70b")  # 80 layers, hidden 8192
@@ -152,8 +156,8 @@ def test_pipeline_degrees_that_do_not_split_the_layers_are_errors() -> None:
 def test_a_model_with_leading_dense_layers_refuses_pipeline_stages() -> None:
     from dataclasses import replace
 
-    from sim.model_spec import ModelError, load_model
-    from sim.pipeline_stages import check_pipeline_parallel
+    from batchsim.gpu.model_spec import ModelError, load_model
+    from batchsim.gpu.pipeline_stages import check_pipeline_parallel
 
     deepseek = replace(load_model("deepseek-v3"), num_layers=60)  # 61 has no divisor anyway
     with pytest.raises(ModelError, match="first 3 layers are dense"):

@@ -1,4 +1,4 @@
-"""Memory per GPU under pipeline parallelism: each GPU holds its stage's layers (sim/memory.py)."""
+"""Memory per GPU under pipeline parallelism: each GPU holds its stage's layers (batchsim/gpu/memory.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from sim.hardware import load_gpu_profile
-from sim.memory import MemoryPlan, plan_memory, weights_bytes_per_gpu
-from sim.model_spec import ModelError, load_model
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.gpu.memory import MemoryPlan, plan_memory, weights_bytes_per_gpu
+from batchsim.gpu.model_spec import ModelError, load_model
 
 H100 = load_gpu_profile("h100-sxm")
 LLAMA_8B = load_model("llama-3.1-8b")  # 32 layers, hidden 4096, 32/8 heads of 128, MLP 14336

@@ -1,4 +1,4 @@
-"""The operator terms that depend on how work splits over the SMs (sim/roofline.py)."""
+"""The operator terms that depend on how work splits over the SMs (batchsim/gpu/roofline.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cost_model import RooflineCostModel
-from sim.hardware import RooflineEfficiency, load_gpu_profile
-from sim.model_spec import load_model
-from sim.roofline import (
+from batchsim.gpu.cost_model import RooflineCostModel
+from batchsim.gpu.hardware import RooflineEfficiency, load_gpu_profile
+from batchsim.gpu.model_spec import load_model
+from batchsim.gpu.roofline import (
     DECODE_SPLIT_MIN_TOKENS,
     DecodeAttentionTerms,
     decode_attention_from_terms,

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from sim.routers import ReplicaLoad, least_kv, least_outstanding, prefix_affinity, round_robin
+from batchsim.sim.routers import (
+    ReplicaLoad,
+    least_kv,
+    least_outstanding,
+    prefix_affinity,
+    round_robin,
+)
 
 
 def test_round_robin_cycles() -> None:

@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.metrics import _step_window_stats
-from sim.recorder import STEP_COLUMNS, RunRecord, StepLog
+from batchsim.metrics.summary import _step_window_stats
+from batchsim.sim.recorder import STEP_COLUMNS, RunRecord, StepLog
 
 # A row: start, duration, replica, num_seqs, new_tokens, emitted, kv_used, waiting, preempted.
 _small = st.integers(0, 3)

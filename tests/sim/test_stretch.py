@@ -4,11 +4,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.kv_cache import KVBlockPool
-from sim.recorder import RunRecord
-from sim.request import Request
-from sim.step_plan import StepPlan
-from sim.stretch import (
+from batchsim.sim.kv_cache import KVBlockPool
+from batchsim.sim.recorder import RunRecord
+from batchsim.sim.request import Request
+from batchsim.sim.step_plan import StepPlan
+from batchsim.sim.stretch import (
     ExactGrowth,
     advance_decode_steps,
     exact_blocks_by_step,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sim.timeseries as ts
-from sim.recorder import RunRecord
+import batchsim.metrics.timeseries as ts
+from batchsim.sim.recorder import RunRecord
 
 
 def _steps(gaps: list[float], durations: list[float]) -> tuple[np.ndarray, np.ndarray]:

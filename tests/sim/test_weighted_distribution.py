@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.metrics import distribution, weighted_distribution
+from batchsim.metrics.summary import distribution, weighted_distribution
 
 samples = st.lists(st.tuples(st.floats(0.0, 10.0, allow_nan=False), st.integers(0, 6)),
                    min_size=1, max_size=40)
@@ -31,7 +31,7 @@ def test_weighted_percentiles_equal_numpy_on_the_expanded_sample(pairs):
 def test_distribution_takes_each_percentile_exactly_as_numpy_alone(values, nans):
     """The percentiles come from one `np.percentile` call over all of them: bit for bit what
     one call per percentile gives."""
-    from sim.metrics import PERCENTILES
+    from batchsim.metrics.summary import PERCENTILES
 
     sample = np.array(values + [np.nan] * nans)
     got = distribution(sample)

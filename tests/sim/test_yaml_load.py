@@ -1,18 +1,19 @@
-"""`sim.yaml_load.safe_load` is `yaml.safe_load`: the same objects, the same errors."""
+"""`batchsim.gpu.yaml_load.safe_load` is `yaml.safe_load`: the same objects, the same errors."""
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
 import yaml
 
-import sim.yaml_load
-from sim.yaml_load import safe_load
+import batchsim.gpu.yaml_load as yaml_load_module
+from batchsim.gpu.yaml_load import safe_load
 
 _ROOT = Path(__file__).resolve().parents[2]
-_SHIPPED = sorted([*(_ROOT / "hardware_profiles").rglob("*.yaml"),
-                   *(_ROOT / "sim").rglob("*.yaml"), *(_ROOT / "experiments").glob("*.yaml")])
+_SHIPPED = sorted([*(Path(str(files("batchsim.hardware_profiles")))).rglob("*.yaml"),
+                   *(_ROOT / "experiments").glob("*.yaml")])
 
 _DOCUMENTS = [
     "a: 1\nb: [1.5, 2e3, .inf, -.nan, null, ~, yes, 'no']\nc: {d: 2023-11-16}\n",
@@ -40,7 +41,7 @@ def test_documents_load_to_the_same_objects(text: str) -> None:
 def test_an_invalid_document_raises_what_safe_load_raises(
         text: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     if not fast:  # PyYAML built without libyaml
-        monkeypatch.setattr(sim.yaml_load, "_FAST_LOADER", None)
+        monkeypatch.setattr(yaml_load_module, "_FAST_LOADER", None)
     with pytest.raises(yaml.YAMLError) as expected:
         yaml.safe_load(text)
     with pytest.raises(yaml.YAMLError) as got:
@@ -50,5 +51,5 @@ def test_an_invalid_document_raises_what_safe_load_raises(
 
 
 def test_without_libyaml_it_is_safe_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sim.yaml_load, "_FAST_LOADER", None)
+    monkeypatch.setattr(yaml_load_module, "_FAST_LOADER", None)
     assert safe_load(_DOCUMENTS[0]) == yaml.safe_load(_DOCUMENTS[0])

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from batchsim.runner import ExperimentResult
+from batchsim.experiment.runner import ExperimentResult
 from tests.validation.experiment_builder import base_experiment, run_dict
 
 K = 4
@@ -163,8 +163,8 @@ def test_bad_speculative_settings_are_named(tmp_path: Path, spec: dict[str, Any]
 def test_the_how_to_quotes_the_shipped_experiment_at_one_user() -> None:
     """experiments/speculative_decoding.yaml's first point gives the first row of the table in
     docs/how-to/speculative-decoding.md (output tokens/s and TPOT p50 of each arm)."""
-    from batchsim.config_loader import load_experiment
-    from batchsim.runner import run_experiment
+    from batchsim.experiment.loader import load_experiment
+    from batchsim.experiment.runner import run_experiment
 
     repo = Path(__file__).resolve().parents[2]
     exp, base_dir = load_experiment(repo / "experiments" / "speculative_decoding.yaml",

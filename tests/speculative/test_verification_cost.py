@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.cost_model import RooflineCostModel
-from sim.hardware import load_gpu_profile
-from sim.model_spec import load_model
+from batchsim.gpu.cost_model import RooflineCostModel
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.gpu.model_spec import load_model
 
 
 def _model(name: str, tp: int, weights: str = "bf16") -> RooflineCostModel:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batchsim.config_loader import load_experiment
-from batchsim.executors import InProcess
-from batchsim.sweep import plan_sweep, run_sweep
-from batchsim.sweep_cli import sweep_axes
-from batchsim.sweep_points import SweepAxis
+from batchsim.apps.executors import InProcess
+from batchsim.apps.sweep.cli import sweep_axes
+from batchsim.apps.sweep.points import SweepAxis
+from batchsim.apps.sweep.runs import plan_sweep, run_sweep
+from batchsim.experiment.loader import load_experiment
 
 COLLAPSE = Path(__file__).resolve().parents[2] / "experiments" / "collapse.yaml"
 

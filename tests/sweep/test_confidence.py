@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from batchsim.confidence import aggregate, t_critical, t_interval
+from batchsim.metrics.confidence import aggregate, t_critical, t_interval
 
 
 def test_t_critical_matches_the_table_and_falls_towards_the_normal() -> None:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from batchsim.config_loader import ConfigError
-from batchsim.sweep_points import SweepAxis, grid, parse_axis
+from batchsim.apps.sweep.points import SweepAxis, grid, parse_axis
+from batchsim.experiment.loader import ConfigError
 
 
 def test_grid_is_the_cartesian_product_last_axis_fastest() -> None:

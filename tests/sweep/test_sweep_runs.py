@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from importlib.resources import files
 from pathlib import Path
 
 import pandas as pd
@@ -11,10 +12,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from batchsim.cli import app
-from batchsim.executors import InProcess, LocalProcesses
-from batchsim.sweep import plan_sweep, replication_seeds, run_sweep
-from batchsim.sweep_points import SweepAxis
+from batchsim.apps.cli import app
+from batchsim.apps.executors import InProcess, LocalProcesses
+from batchsim.apps.sweep.points import SweepAxis
+from batchsim.apps.sweep.runs import plan_sweep, replication_seeds, run_sweep
 
 EXPERIMENT = {
     "name": "tiny-sweep", "seed": 3, "model": "llama-3.1-8b", "hardware": "h100-sxm",
@@ -71,7 +72,7 @@ def test_completed_points_are_not_run_again(experiment: Path, tmp_path: Path) ->
 def test_points_run_again_when_a_file_they_read_changed(tmp_path: Path) -> None:
     """Recalibrating a profile (or editing a trace) changes no configuration key, but the
     results on disk were computed from the old file: those points must run again."""
-    shipped = Path(__file__).resolve().parents[2] / "hardware_profiles" / "gpus" / "h100-sxm.yaml"
+    shipped = Path(str(files("batchsim.hardware_profiles"))) / "gpus" / "h100-sxm.yaml"
     profile = tmp_path / "my-gpu.yaml"
     profile.write_text(shipped.read_text(encoding="utf-8"), encoding="utf-8")
     path = tmp_path / "exp.yaml"

@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from batchsim.config_loader import load_experiment
-from batchsim.runner import ExperimentResult, run_experiment
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.runner import ExperimentResult, run_experiment
 
 
 def base_experiment(**overrides: Any) -> dict[str, Any]:

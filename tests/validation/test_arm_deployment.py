@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from batchsim.config_loader import ConfigError
-from batchsim.outputs import json_safe
+from batchsim.experiment.loader import ConfigError
+from batchsim.experiment.outputs import json_safe
 from tests.validation.experiment_builder import base_experiment, run_dict
 
 
@@ -75,8 +75,8 @@ def test_the_how_to_quotes_its_example(tmp_path: Path) -> None:
     """docs/how-to/compare-layouts.md's table is what its example experiment gives."""
     import re
 
-    from batchsim.config_loader import load_experiment
-    from batchsim.runner import run_experiment
+    from batchsim.experiment.loader import load_experiment
+    from batchsim.experiment.runner import run_experiment
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "compare-layouts.md")
     text = doc.read_text(encoding="utf-8")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from batchsim.config_loader import load_experiment
-from batchsim.runner import ArmResult, run_experiment
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.runner import ArmResult, run_experiment
 
 EXPERIMENT = (Path(__file__).resolve().parents[2] / "experiments"
               / "long_prompt_interference.yaml")

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from batchsim.config_loader import load_experiment
-from batchsim.runner import ArmResult, run_experiment
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.runner import ArmResult, run_experiment
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "disaggregation.yaml"
 KV_BYTES_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # Llama-3.1-8B in bf16: 128 KiB

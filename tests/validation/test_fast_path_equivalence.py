@@ -10,7 +10,7 @@ import pandas as pd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from batchsim.runner import ExperimentResult
+from batchsim.experiment.runner import ExperimentResult
 from tests.validation.experiment_builder import base_experiment, run_dict
 
 arms = st.sampled_from([

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import yaml
 
-from batchsim.config_loader import ConfigError, load_experiment
-from batchsim.runner import Deployment, resolve_deployment
-from sim.model_spec import ModelError
+from batchsim.experiment.loader import ConfigError, load_experiment
+from batchsim.experiment.runner import Deployment, resolve_deployment
+from batchsim.gpu.model_spec import ModelError
 from tests.validation.experiment_builder import base_experiment, run_dict
 
 _WORKLOAD = {

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from batchsim.config_loader import load_experiment
-from batchsim.runner import ExperimentResult, run_experiment
-from sim.cost_model import RooflineCostModel, StepCost
-from sim.hardware import load_gpu_profile
-from sim.model_spec import load_model
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.runner import ExperimentResult, run_experiment
+from batchsim.gpu.cost_model import RooflineCostModel, StepCost
+from batchsim.gpu.hardware import load_gpu_profile
+from batchsim.gpu.model_spec import load_model
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "experiments" / "moe_serving.yaml"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from batchsim.config_loader import load_experiment
-from batchsim.runner import run_experiment
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.runner import run_experiment
 from tests.validation.experiment_builder import base_experiment, run_dict
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml"

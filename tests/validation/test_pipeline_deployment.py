@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from batchsim.config_loader import load_experiment
-from batchsim.outputs import write_results
-from batchsim.runner import resolve_deployment
-from sim.cost_model import RooflineCostModel
-from sim.model_spec import ModelError
-from sim.pipeline_cost import PipelineCostModel
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.outputs import write_results
+from batchsim.experiment.runner import resolve_deployment
+from batchsim.gpu.cost_model import RooflineCostModel
+from batchsim.gpu.model_spec import ModelError
+from batchsim.gpu.pipeline_cost import PipelineCostModel
 from tests.validation.experiment_builder import base_experiment, run_dict
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batchsim.config_loader import load_experiment
-from batchsim.runner import run_experiment
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.runner import run_experiment
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 

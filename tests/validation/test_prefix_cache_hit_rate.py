@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import workloads as wl
-from batchsim.runner import ExperimentResult
+import batchsim.workloads as wl
+from batchsim.experiment.runner import ExperimentResult
 from tests.validation.experiment_builder import base_experiment, run_dict
 
 POOL_BLOCK = 16

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-import workloads as wl
-from tests.validation.experiment_builder import base_experiment, run_dict
-from workloads.sessions import (
+import batchsim.workloads as wl
+from batchsim.workloads.sessions import (
     SESSION_BLOCK_TOKENS,
     Sessions,
     SessionShape,
     generate_sessions,
 )
+from tests.validation.experiment_builder import base_experiment, run_dict
 
 
 def _sessions(system: int = 100) -> Sessions:

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from batchsim.config import WorkloadConfig
-from batchsim.traffic import build_traffic
-from sim.engine import OpenLoopTraffic
+from batchsim.experiment.schema import WorkloadConfig
+from batchsim.experiment.traffic import build_traffic
+from batchsim.sim.engine import OpenLoopTraffic
 
 
 def _tenant(name: str, rate: float, prompt: int, **extra: Any) -> dict[str, Any]:

@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workloads import WorkloadError, resolve_trace_path
-from workloads.arrivals import gamma_arrivals
-from workloads.diurnal import Burst, DiurnalRate, diurnal_arrivals
-from workloads.rate_curves import (
+from batchsim.workloads import WorkloadError, resolve_trace_path
+from batchsim.workloads.arrivals import gamma_arrivals
+from batchsim.workloads.diurnal import Burst, DiurnalRate, diurnal_arrivals
+from batchsim.workloads.rate_curves import (
     PiecewiseRate,
     load_rate_curve,
     mean_rate_over,
     piecewise_arrivals,
 )
-from workloads.weibull import weibull_arrivals, weibull_shape_for_cv
+from batchsim.workloads.weibull import weibull_arrivals, weibull_shape_for_cv
 
 # Upper 0.1% points of chi-square with k degrees of freedom, for the few k used here.
 CHI2_999 = {10: 29.59, 11: 31.26, 12: 32.91, 23: 49.73, 24: 51.18}

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workloads import WorkloadError, load_trace, resolve_trace_path
-from workloads.raw_trace import ColumnMap, TraceOptions
-from workloads.traces import _SHIPPED_FILES
+from batchsim.workloads import WorkloadError, load_trace, resolve_trace_path
+from batchsim.workloads.traces.raw import ColumnMap, TraceOptions
+from batchsim.workloads.traces.replay import _SHIPPED_FILES
 
 DATA = Path(__file__).parent / "data"
 DROP = TraceOptions(failed_rows="drop")
@@ -291,7 +291,7 @@ def test_parquet_that_is_not_parquet(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("folder", ["mooncake", "lengths", "servegen"])
 def test_shipped_slices_carry_their_licence_source_and_cut(folder: str) -> None:
-    root = files("workloads").joinpath(f"traces/{folder}")
+    root = files("batchsim.data").joinpath(f"traces/{folder}")
     assert "Apache License" in root.joinpath("LICENSE").read_text()
     readme = root.joinpath("README.md").read_text()
     assert "How the slice was cut" in readme and "Apache" in readme
@@ -300,7 +300,7 @@ def test_shipped_slices_carry_their_licence_source_and_cut(folder: str) -> None:
 def test_every_shipped_file_is_listed_as_package_data() -> None:
     """A non-editable install only carries files matching pyproject's package-data globs."""
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
-    patterns = pyproject["tool"]["setuptools"]["package-data"]["workloads"]
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["batchsim.data"]
     for name, relative in _SHIPPED_FILES.items():
         assert any(fnmatch(relative, pattern.replace("**/", "*/")) for pattern in patterns), name
-        assert (Path(str(files("workloads"))) / relative).stat().st_size < 1_000_000, name
+        assert (Path(str(files("batchsim.data"))) / relative).stat().st_size < 1_000_000, name

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import workloads.trace_formats as formats
-from workloads import WorkloadError, resolve_trace_path
-from workloads.raw_trace import RawTrace
+import batchsim.workloads.traces.registry as formats
+from batchsim.workloads import WorkloadError, resolve_trace_path
+from batchsim.workloads.traces.raw import RawTrace
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 

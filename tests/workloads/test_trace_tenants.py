@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-import workloads as wl
-from batchsim.config import WorkloadConfig
-from batchsim.traffic import build_traffic
-from sim.engine import OpenLoopTraffic
+import batchsim.workloads as wl
+from batchsim.experiment.schema import WorkloadConfig
+from batchsim.experiment.traffic import build_traffic
+from batchsim.sim.engine import OpenLoopTraffic
 
 CODE = {"kind": "trace", "path": "azure2023-code", "format": "azure2023"}
 CONV = {"kind": "trace", "path": "azure2023-conv", "format": "azure2023"}

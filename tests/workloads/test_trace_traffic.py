@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from batchsim.config import WorkloadConfig
-from batchsim.config_loader import ConfigError, validate_experiment
-from batchsim.traffic import BuiltTraffic, build_traffic
-from sim.engine import ClosedLoopTraffic, OpenLoopTraffic
-from workloads import WorkloadError, load_trace, resolve_trace_path
-from workloads.corpus import load_length_corpus
-from workloads.transforms import mean_rate
+from batchsim.experiment.loader import ConfigError, validate_experiment
+from batchsim.experiment.schema import WorkloadConfig
+from batchsim.experiment.traffic import BuiltTraffic, build_traffic
+from batchsim.sim.engine import ClosedLoopTraffic, OpenLoopTraffic
+from batchsim.workloads import WorkloadError, load_trace, resolve_trace_path
+from batchsim.workloads.corpus import load_length_corpus
+from batchsim.workloads.traces.transforms import mean_rate
 
 DATA = Path(__file__).parent / "data"
 CORPUS = {"kind": "corpus", "path": "sharegpt-lengths"}

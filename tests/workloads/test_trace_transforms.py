@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workloads import TraceRequests, WorkloadError, load_trace, resolve_trace_path
-from workloads.arrivals import gamma_arrivals
-from workloads.transforms import (
+from batchsim.workloads import TraceRequests, WorkloadError, load_trace, resolve_trace_path
+from batchsim.workloads.arrivals import gamma_arrivals
+from batchsim.workloads.traces.transforms import (
     filter_lengths,
     mean_rate,
     sample_fraction,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workloads import constant_arrivals, gamma_arrivals, poisson_arrivals
+from batchsim.workloads import constant_arrivals, gamma_arrivals, poisson_arrivals
 
 N = 100_000
 

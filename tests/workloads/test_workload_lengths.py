@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workloads import (
+from batchsim.workloads import (
     EmpiricalLength,
     FixedLength,
     GeometricLength,

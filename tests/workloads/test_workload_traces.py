@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workloads import (
+from batchsim.workloads import (
     SHIPPED_TRACES,
     TraceRequests,
     WorkloadError,
@@ -69,7 +69,7 @@ def test_shipped_code_trace_loads_every_request() -> None:
 def test_every_shipped_trace_is_package_data_with_its_attribution() -> None:
     for name in SHIPPED_TRACES:
         assert resolve_trace_path(name, Path(".")).is_file()
-    readme = files("workloads").joinpath("traces/azure2023/README.md").read_text()
+    readme = files("batchsim.data").joinpath("traces/azure2023/README.md").read_text()
     assert "CC-BY-4.0" in readme and "Splitwise" in readme
 
 

@@ -1,0 +1,214 @@
+"""`batchsim calibrate`: measure operators, fit a profile, render the fidelity report."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from batchsim.calibration.fit import FitError, FitResult, fit_profile
+from batchsim.calibration.measure.forward import quick_model
+from batchsim.calibration.measure.kernel_breakdown import (
+    DEFAULT_DECODE_POINTS,
+    DEFAULT_PREFILL_LENGTHS,
+    BreakdownOptions,
+    run_breakdown,
+)
+from batchsim.calibration.measure.run import MeasureError, MeasureOptions, default_device, measure
+from batchsim.calibration.own_report import render_own_measurements
+from batchsim.calibration.report import render_fidelity, target_met
+from batchsim.calibration.samples import write_samples
+from batchsim.calibration.spec import load_gpu_spec
+from batchsim.calibration.tables import MeasurementError, load_measurements
+from batchsim.calibration.writer import write_profile
+from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
+from batchsim.gpu.model_spec import ModelError, load_model
+
+calibrate_app = typer.Typer(
+    help="Measure GPU operators, fit a hardware profile to them, report its error.",
+    no_args_is_help=True,
+)
+_ERRORS = (MeasureError, MeasurementError, FitError, HardwareError, ModelError)
+DEFAULT_SAMPLES = Path("hardware_profiles/measurements")
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    try:
+        yield
+    except _ERRORS as err:
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {err}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+@calibrate_app.command("measure")
+def measure_command(
+    device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda if seen).")] = None,
+    model: Annotated[str, typer.Option(help="Model whose layer shapes to time.")] = "llama-3.1-8b",
+    out: Annotated[Path, typer.Option(help="Folder for the CSVs and device.json.")] = Path(
+        "measurements"
+    ),
+    quick: Annotated[bool, typer.Option(help="Small grid: seconds on a CPU (CI).")] = False,
+    repeats: Annotated[int, typer.Option(min=1, help="Timed repeats (median).")] = 10,
+    warmup: Annotated[int, typer.Option(min=0, help="Untimed runs first.")] = 3,
+    forward_steps: Annotated[bool, typer.Option(
+        help="Also time whole decode and prefill steps of the model (random weights).",
+    )] = True,
+    forward_compile: Annotated[bool, typer.Option(
+        help="Time the whole steps again with layers through torch.compile (fused).",
+    )] = False,
+) -> None:
+    """Time GEMMs, prefill and decode attention, a memory copy, all-reduce and whole steps."""
+    with _one_line_errors():
+        options = MeasureOptions(
+            device=device or default_device(), model=load_model(model), out=out, quick=quick,
+            repeats=repeats, warmup=warmup, forward_steps=forward_steps,
+            forward_compile=forward_compile,
+        )
+        for path in measure(options, progress=lambda line: typer.echo(line)):
+            typer.echo(f"wrote {path}")
+
+
+@calibrate_app.command("breakdown")
+def breakdown_command(
+    device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda if seen).")] = None,
+    model: Annotated[str, typer.Option(help="Dense model whose steps to profile.")] = (
+        "llama-3.1-8b"
+    ),
+    out: Annotated[Path, typer.Option(help="Folder for the CSVs and breakdown.json.")] = Path(
+        "measurements/breakdown"
+    ),
+    quick: Annotated[bool, typer.Option(
+        help="A two-layer toy model instead of --model: seconds on a CPU (CI).",
+    )] = False,
+    prefill: Annotated[str, typer.Option(
+        help="Prompt lengths of the prefill steps (batch 1), comma-separated; '' for none.",
+    )] = ",".join(map(str, DEFAULT_PREFILL_LENGTHS)),
+    decode: Annotated[str, typer.Option(
+        help="Decode steps as BATCHxCONTEXT, comma-separated; '' for none.",
+    )] = ",".join(f"{b}x{c}" for b, c in DEFAULT_DECODE_POINTS),
+    compile_layers: Annotated[bool, typer.Option(
+        "--compile/--no-compile", help="Profile every step again with layers through "
+        "torch.compile (fused).",
+    )] = False,
+    runs: Annotated[int, typer.Option(min=1, help="Profiled steps (per-step means).")] = 5,
+    warmup: Annotated[int, typer.Option(min=0, help="Unprofiled steps first.")] = 3,
+) -> None:
+    """Split whole forward steps' device time by kernel category (GEMM, attention, ...)."""
+    with _one_line_errors():
+        options = BreakdownOptions(
+            device=device or default_device(),
+            model=quick_model() if quick else load_model(model), out=out,
+            prefill_lengths=_int_list(prefill, "--prefill"),
+            decode_points=_decode_points(decode), compiled=compile_layers, runs=runs,
+            warmup=warmup,
+        )
+        result = run_breakdown(options, progress=lambda line: typer.echo(line))
+    for path in result.paths:
+        typer.echo(f"wrote {path}")
+    if result.failed:  # every other step was still profiled and written
+        typer.echo(f"{len(result.failed)} step(s) failed (listed in breakdown.json)", err=True)
+        raise typer.Exit(1)
+
+
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}",
+                                 param_hint=option) from None
+    if any(v < 1 for v in values):
+        raise typer.BadParameter(f"lengths must be positive, got {text!r}", param_hint=option)
+    return values
+
+
+def _decode_points(text: str) -> tuple[tuple[int, int], ...]:
+    points = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        match = re.fullmatch(r"(\d+)x(\d+)", part, re.IGNORECASE)
+        if match is None or int(match[1]) < 1:
+            raise typer.BadParameter(f"expected BATCHxCONTEXT such as 32x2048, got {part!r}",
+                                     param_hint="--decode")
+        points.append((int(match[1]), int(match[2])))
+    return tuple(points)
+
+
+@calibrate_app.command("fit")
+def fit_command(
+    gpu_spec: Annotated[str, typer.Option(help="Shipped profile name, profile or spec YAML.")],
+    measurements: Annotated[Path, typer.Option(help="Folder of measurement CSVs.")],
+    prefix: Annotated[
+        str, typer.Option(help="Use only files named PREFIX* (one GPU of several).")
+    ] = "",
+    out: Annotated[Path | None, typer.Option(help="Profile YAML to write.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the held-out split.")] = 0,
+    holdout: Annotated[float, typer.Option(help="Fraction of rows held out.")] = 0.2,
+    sample_out: Annotated[
+        Path | None, typer.Option(help="Also write a held-out sample of each table here.")
+    ] = None,
+    sample_rows: Annotated[int, typer.Option(min=1, help="Rows per sampled table.")] = 300,
+) -> None:
+    """Fit the roofline efficiencies to measurements; write the profile with its error."""
+    with _one_line_errors():
+        spec = load_gpu_spec(gpu_spec)
+        result = fit_profile(
+            spec.profile, load_measurements(measurements, prefix), seed=seed,
+            holdout_fraction=holdout,
+        )
+        path = out or measurements / f"{spec.profile.name}.yaml"
+        write_profile(path, spec.spec_text, result.gpu)
+        load_gpu_profile(str(path))  # what we wrote must load
+    _print_errors(result)
+    typer.echo(f"wrote {path}")
+    if sample_out is not None:
+        for sample in write_samples(result.families, sample_out, rows=sample_rows, seed=seed):
+            typer.echo(f"wrote {sample}")
+
+
+@calibrate_app.command("report")
+def report_command(
+    out: Annotated[Path, typer.Option(help="Markdown file to write.")] = Path("docs/fidelity.md"),
+    samples: Annotated[
+        Path, typer.Option(help="Held-out samples, one folder per GPU profile.")
+    ] = DEFAULT_SAMPLES,
+    plots: Annotated[bool, typer.Option(help="Draw the predicted-vs-measured PNGs.")] = True,
+) -> None:
+    """Render the fidelity report of the shipped profiles (and their plots under images/)."""
+    with _one_line_errors():
+        profiles = [load_gpu_profile(name) for name in list_gpu_profiles()]
+        image_dir = out.parent / "images"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        own = render_own_measurements(samples)
+        out.write_text(render_fidelity(profiles, "images", own), encoding="utf-8")
+        typer.echo(f"wrote {out}")
+        if not plots:
+            return
+        from batchsim.calibration.plots import plot_fidelity  # matplotlib only when drawing
+
+        for gpu in profiles:
+            folder = samples / gpu.name
+            if gpu.calibration is None or not folder.is_dir():
+                continue
+            png = image_dir / f"fidelity-{gpu.name}.png"
+            path = plot_fidelity(gpu, load_measurements(folder), png)
+            typer.echo(f"wrote {path}")
+
+
+def _print_errors(result: FitResult) -> None:
+    table = Table(title=f"{result.gpu.name}: held-out error")
+    for column in ("family", "train rows", "held-out rows", "median", "p90", "target met"):
+        table.add_column(column)
+    for family, fit in result.families.items():
+        error = fit.heldout
+        table.add_row(
+            family, f"{fit.train_rows:,}", f"{error.rows:,}", f"{error.median_ape:.1%}",
+            f"{error.p90_ape:.1%}", target_met(result.gpu.name, family, error.median_ape,
+                                               error.p90_ape),
+        )
+    Console().print(table)

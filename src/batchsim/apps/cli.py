@@ -1,0 +1,205 @@
+"""`batchsim` command line: thin wrappers that call the library and report errors in one line."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from batchsim.apps.calibrate_cli import calibrate_app
+from batchsim.apps.console import print_summary
+from batchsim.apps.executors import ExecutorError
+from batchsim.apps.report.results import ReportError
+from batchsim.calibration.summary import calibration_summary
+from batchsim.experiment.loader import ConfigError, dump_resolved, load_experiment
+from batchsim.experiment.outputs import write_results
+from batchsim.experiment.policy_factory import ArmError
+from batchsim.experiment.runner import ArmResult, run_experiment
+from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
+from batchsim.gpu.memory import ModelDoesNotFitError
+from batchsim.gpu.model_spec import ModelError, library_model_names, load_model
+from batchsim.sim.engine import SimulationStalled
+from batchsim.workloads import WorkloadError
+
+app = typer.Typer(
+    help="Discrete-event simulator of LLM-serving batching policies.",
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+)
+app.add_typer(calibrate_app, name="calibrate")
+_USER_ERRORS = (ConfigError, ArmError, HardwareError, ModelError, ModelDoesNotFitError,
+                WorkloadError, ReportError, ExecutorError)
+
+
+@contextmanager
+def _user_errors(source: Path | None) -> Iterator[None]:
+    """Print a user error as one line and exit 2, never a traceback."""
+    try:
+        yield
+    except _USER_ERRORS as err:
+        message = str(err)
+        if source is not None and str(source) not in message:
+            message = f"{source}: {message}"
+        Console(stderr=True, soft_wrap=True).print(
+            f"[bold red]error:[/] {message}", highlight=False, markup=True
+        )
+        raise typer.Exit(2) from None
+
+
+FileArg = Annotated[Path, typer.Argument(help="Experiment YAML file.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a key: dotted.key=value (repeatable)."),
+]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder.")]
+
+
+@app.command()
+def run(
+    file: FileArg,
+    out: OutOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Simulate every policy arm of FILE on the same traffic and write the results."""
+    console = Console()
+    with _user_errors(file):
+        exp, base_dir = load_experiment(file, set_ or ())
+    if exp.sweep is not None or exp.replications > 1:
+        _sweep(file, set_ or [], [], out, jobs=DEFAULT_JOBS, executor="local",
+               address=None)
+        return
+    with _user_errors(file):
+        console.print(f"running {exp.name} ({len(exp.policies)} arms)")
+        with console.status("starting") as status:
+
+            def arm_done(arm: ArmResult) -> None:
+                console.print(f"  {arm.name}: simulated in {arm.wall_s:.1f} s wall",
+                              highlight=False)
+
+            def progress(arm_name: str, now: float) -> None:
+                status.update(f"{arm_name}: simulated {now:,.0f} s")
+
+            result = run_experiment(exp, base_dir, on_arm_done=arm_done, on_progress=progress)
+    out_dir = out or Path(exp.output.dir or f"results/{exp.name}")
+    print_summary(result, console)
+    for path in write_results(result, out_dir):
+        console.print(f"wrote {path}", highlight=False)
+    _write_report(out_dir, console)
+
+
+def _write_report(results_dir: Path, console: Console) -> None:
+    from batchsim.apps.report.build import PLOTS_DIR, write_report  # matplotlib only when drawing
+
+    with _user_errors(results_dir):
+        path = write_report(results_dir)
+    console.print(f"wrote {path} (and its PNGs in {results_dir / PLOTS_DIR})", highlight=False)
+
+
+@app.command()
+def report(
+    results_dir: Annotated[Path, typer.Argument(
+        help="A folder written by `batchsim run` or `batchsim sweep`.")],
+) -> None:
+    """Rebuild RESULTS_DIR/report.html and its plots from the files there, without simulating."""
+    _write_report(results_dir, Console())
+
+
+# Options shared by the commands that run many simulations (sweep, plan).
+DEFAULT_JOBS = os.cpu_count() or 1
+JobsOpt = Annotated[int, typer.Option(help="Worker processes (local executor).")]
+ExecutorOpt = Annotated[str, typer.Option(help="local | ray")]
+AddressOpt = Annotated[str | None, typer.Option(
+    help="Ray cluster address (default: start a local Ray).")]
+
+ParamOpt = Annotated[
+    list[str] | None,
+    typer.Option("--param", help="A swept key: dotted.key=v1,v2,... (repeat to form a grid)."),
+]
+
+
+@app.command()
+def sweep(
+    file: FileArg,
+    param: ParamOpt = None,
+    replications: Annotated[int | None, typer.Option(
+        help="Runs per point with independent seeds (default: the file's).")] = None,
+    jobs: JobsOpt = DEFAULT_JOBS,
+    executor: ExecutorOpt = "local",
+    address: AddressOpt = None,
+    out: OutOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Run FILE at every point of a sweep (--param, or the file's `sweep:`), resumably."""
+    overrides = list(set_ or [])
+    if replications is not None:
+        overrides.append(f"replications={replications}")
+    _sweep(file, overrides, param or [], out, jobs=jobs, executor=executor, address=address)
+
+
+def _sweep(file: Path, overrides: list[str], params: list[str], out: Path | None, *,
+           jobs: int, executor: str, address: str | None) -> None:
+    from batchsim.apps.sweep.cli import run_sweep_command  # the sweep machinery only when sweeping
+
+    with _user_errors(file):
+        run_sweep_command(file, overrides, params, out, jobs=jobs, executor=executor,
+                          address=address)
+
+
+@app.command()
+def plan(
+    file: FileArg,
+    jobs: JobsOpt = DEFAULT_JOBS,
+    executor: ExecutorOpt = "local",
+    address: AddressOpt = None,
+    out: OutOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Answer FILE's `plan:` (max rate under the SLO, cheapest configuration, what-ifs)."""
+    from batchsim.apps.plan.cli import run_plan_command  # the planner only when planning
+
+    with _user_errors(file):
+        run_plan_command(file, list(set_ or []), out, jobs=jobs, executor=executor,
+                         address=address)
+
+
+@app.command()
+def validate(file: FileArg, set_: SetOpt = None) -> None:
+    """Check FILE (and the model and hardware it names) and print the resolved config."""
+    with _user_errors(file):
+        exp, base_dir = load_experiment(file, set_ or ())
+        load_model(exp.model, base_dir)
+        load_gpu_profile(exp.hardware, base_dir)
+    typer.echo(dump_resolved(exp), nl=False)
+
+
+@app.command()
+def profiles() -> None:
+    """List the shipped GPU hardware profiles, their calibration and held-out error."""
+    for name in list_gpu_profiles():
+        gpu = load_gpu_profile(name)
+        typer.echo(f"{name:16s} {gpu.memory_bytes / 1e9:6.1f} GB  {calibration_summary(gpu)}")
+
+
+@app.command()
+def models() -> None:
+    """List the model library."""
+    for name in library_model_names():
+        spec = load_model(name)
+        active = spec.active_params()
+        kind = "dense" if spec.moe is None else f"MoE, {active / 1e9:.1f} B active"
+        attention = "; MLA" if spec.mla is not None else ""
+        typer.echo(f"{name:16s} {spec.num_params / 1e9:6.1f} B params ({kind}{attention})  "
+                   f"KV {spec.kv_bytes_per_token(2) / 1024:.0f} KiB/token (bf16)  "
+                   f"max_position_embeddings {spec.max_position_embeddings}")
+
+
+def main() -> None:  # pragma: no cover - console-script entry
+    try:
+        app()
+    except SimulationStalled as err:
+        Console(stderr=True).print(f"[bold red]internal error:[/] {err}")
+        raise SystemExit(3) from None

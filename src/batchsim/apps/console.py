@@ -1,0 +1,147 @@
+"""The rich comparison table printed at the end of a run."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from batchsim.experiment.runner import ExperimentResult
+
+
+def _ms(dist: object, key: str) -> str:
+    value = dist.get(key) if isinstance(dist, dict) else None
+    return "-" if value is None else f"{1000.0 * value:,.1f}"
+
+
+def _num(value: object, fmt: str = ",.1f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """(label, formatted value) for each line of the comparison table."""
+    kv = m["kv_utilization"]
+    e2e = m["e2e_s"]
+    attainment = m["slo_attainment"]
+    return [
+        ("completed / rejected", f"{m['completed']:,} / {m['rejected']:,}"),
+        ("requests/s", _num(m["request_throughput_rps"], ",.2f")),
+        ("output tokens/s", _num(m["output_throughput_tps"], ",.0f")),
+        ("TTFT p50 / p99 (ms)", f"{_ms(m['ttft_s'], 'p50')} / {_ms(m['ttft_s'], 'p99')}"),
+        ("TPOT p50 / p99 (ms)", f"{_ms(m['tpot_s'], 'p50')} / {_ms(m['tpot_s'], 'p99')}"),
+        ("E2E p50 / p99 (s)", f"{_s(e2e, 'p50')} / {_s(e2e, 'p99')}"),
+        ("preemptions", _num(m["preemptions"], ",")),
+        ("KV use mean / max", f"{_pct(kv, 'mean')} / {_pct(kv, 'max')}"),
+        ("goodput (req/s)", _num(m["goodput_rps"], ",.2f")),
+        ("SLO attainment", "-" if not isinstance(attainment, float) else f"{attainment:.1%}"),
+        *_energy_rows(m),
+        *_tenant_rows(m),
+    ]
+
+
+def _energy_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """Energy and cost over the window ("-" where the profile has no power or no price)."""
+    energy, cost = m.get("energy"), m.get("cost")
+    energy = energy if isinstance(energy, dict) else {}
+    cost = cost if isinstance(cost, dict) else {}
+    return [
+        ("joules / output token", _num(energy.get("joules_per_output_token"), ",.3f")),
+        ("mean power per GPU (W)", _num(energy.get("mean_power_per_gpu_w"), ",.0f")),
+        ("$ / M output tokens", _num(cost.get("usd_per_million_output_tokens"), ",.3f")),
+    ]
+
+
+def _tenant_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """Per-tenant latency and SLO attainment, and Jain's index (multi-tenant workloads)."""
+    tenants = m.get("tenants")
+    if not isinstance(tenants, dict):
+        return []
+    rows: list[tuple[str, str]] = []
+    for name, t in tenants.items():
+        attainment = t["slo_attainment"]
+        rows += [
+            (f"{name}: TTFT p50 / p99 (s)", f"{_s(t['ttft_s'], 'p50')} / {_s(t['ttft_s'], 'p99')}"),
+            (f"{name}: slowdown mean / p99",
+             f"{_s(t['slowdown'], 'mean')} / {_s(t['slowdown'], 'p99')}"),
+            (f"{name}: SLO attainment",
+             "-" if not isinstance(attainment, float) else f"{attainment:.1%}"),
+        ]
+    fairness = m.get("fairness")
+    jain = fairness.get("jain_index") if isinstance(fairness, dict) else None
+    rows.append(("Jain's index (service)", _num(jain, ".3f")))
+    return rows
+
+
+def _s(dist: object, key: str) -> str:
+    value = dist.get(key) if isinstance(dist, dict) else None
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def _pct(dist: object, key: str) -> str:
+    value = dist.get(key) if isinstance(dist, dict) else None
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _layout_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """GPUs, and the layout of a colocated arm ("-" for a disaggregated one)."""
+    layout = m.get("deployment")
+    text = "-"
+    if isinstance(layout, dict):
+        parts = [f"{layout['replicas']}×TP{layout['tensor_parallel']}"]
+        parts += [f"{key}{layout[name]}" for key, name in
+                  (("PP", "pipeline_parallel"), ("EP", "expert_parallel")) if layout[name] > 1]
+        parts += ["DPattn"] if layout["data_parallel_attention"] else []
+        text = " ".join([*parts, str(layout["hardware"])])
+    return [("GPUs", _num(m.get("gpus"), ",")), ("layout", text)]
+
+
+def _transfer_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """The KV transfer time and link use of a disaggregated arm ("-" for others)."""
+    transfer = m.get("kv_transfer_s")
+    link = m.get("kv_link_utilization")
+    return [
+        ("KV transfer p50 / p99 (ms)", f"{_ms(transfer, 'p50')} / {_ms(transfer, 'p99')}"),
+        ("KV link utilisation", "-" if not isinstance(link, float) else f"{link:.1%}"),
+    ]
+
+
+def _prefix_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """Prefix-cache hit rates; "-" for an arm without prefix caching."""
+    cache = m.get("prefix_cache")
+    if not isinstance(cache, dict):
+        return [("prefix hit tokens / blocks", "-")]
+    rates = [cache["hit_rate_tokens"], cache["hit_rate_blocks"]]
+    text = [f"{r:.1%}" if isinstance(r, float) else "-" for r in rates]
+    return [("prefix hit tokens / blocks", " / ".join(text))]
+
+
+def comparison_table(result: ExperimentResult) -> Table:
+    """Metrics down the side, one column per arm (fits a narrow terminal)."""
+    table = Table(title=result.experiment.name, caption=result.deployment.memory.describe())
+    table.add_column("metric")
+    for arm in result.arms:
+        table.add_column(arm.name, justify="right")
+    transfers = any("kv_transfer_s" in arm.metrics for arm in result.arms)
+    layouts = transfers or len({str(arm.metrics.get("deployment")) for arm in result.arms}) > 1
+    caching = any("prefix_cache" in arm.metrics for arm in result.arms)
+    per_arm = [_rows(arm.metrics) + (_layout_rows(arm.metrics) if layouts else [])
+               + (_transfer_rows(arm.metrics) if transfers else [])
+               + (_prefix_rows(arm.metrics) if caching else []) for arm in result.arms]
+    for i, (label, _) in enumerate(per_arm[0] if per_arm else []):
+        table.add_row(label, *(rows[i][1] for rows in per_arm))
+    return table
+
+
+def print_summary(result: ExperimentResult, console: Console) -> None:
+    console.print(comparison_table(result))
+    if not result.deployment.gpu.efficiency.calibrated:
+        console.print(
+            f"[yellow]note:[/] {result.deployment.gpu.name} uses uncalibrated efficiency priors"
+        )
+    for note in result.traffic.notes:  # e.g. trace rows dropped: never silently
+        console.print("[yellow]note:[/] " + escape(note), highlight=False)
+    if result.traffic.clipped.count:
+        console.print(
+            f"[yellow]note:[/] {result.traffic.clipped.count} requests were clipped to "
+            f"max_model_len={result.deployment.max_model_len}"
+        )

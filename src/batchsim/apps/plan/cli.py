@@ -1,0 +1,67 @@
+"""`batchsim plan`: run the plan with progress, write plan.json / plan.md / pareto.png and
+print the tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from batchsim.apps.executors import make_executor
+from batchsim.apps.plan.outputs import write_plan
+from batchsim.apps.plan.planner import run_plan
+from batchsim.apps.plan.records import plan_document
+from batchsim.apps.plan.runs import RunStats
+from batchsim.apps.plan.tables import TextTable, all_tables
+from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.outputs import versions
+
+_RANKED_SHOWN = 12
+
+
+def rich_table(table: TextTable) -> Table:
+    rendered = Table(title=table.title)
+    for index, header in enumerate(table.headers):
+        rendered.add_column(header, justify="left" if index < 2 else "right")
+    for row in table.rows:
+        rendered.add_row(*row)
+    return rendered
+
+
+def run_plan_command(file: Path, overrides: list[str], out: Path | None, *, jobs: int,
+                     executor: str, address: str | None) -> None:
+    console = Console()
+    exp, _ = load_experiment(file, overrides)
+    out_dir = out or exp.output_dir
+    runner = make_executor(executor, jobs=jobs, address=address)
+    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    skipped = rounds = 0
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task("runs", total=0)
+
+        def on_round(runs: int) -> None:
+            nonlocal rounds
+            rounds += 1
+            total = progress.tasks[0].total or 0
+            progress.update(bar, total=total + runs, description=f"round {rounds}")
+
+        def on_run_done(stats: RunStats) -> None:
+            nonlocal skipped
+            skipped += stats.skipped
+            progress.advance(bar)
+
+        result = run_plan(file, overrides, out_dir, runner, on_round=on_round,
+                          on_run_done=on_run_done)
+    if skipped:
+        console.print(f"{skipped} runs were already complete and were not run again")
+    document = plan_document(result, versions())
+    for table in all_tables(document, ranked_limit=_RANKED_SHOWN, full=False):
+        console.print(rich_table(table))
+    if len(result.seeds) > 1:
+        console.print(f"p99 columns: the judged value, the upper end of the 95% interval over "
+                      f"{len(result.seeds)} replications", highlight=False)
+    for path in write_plan(out_dir, result, document):
+        console.print(f"wrote {path}", highlight=False)

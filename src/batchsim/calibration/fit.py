@@ -1,0 +1,239 @@
+"""Fit a GPU profile's efficiencies to measured operator times and measure the held-out error.
+
+Per family: hold out a seeded random fifth of the rows, fit that family's efficiency keys on the
+rest by robust least squares on log(predicted / measured) — predicted by the simulator's own
+`batchsim.gpu.roofline` functions — from a few starting points, and report the absolute percentage error
+on the held-out rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from batchsim.calibration.parameters import (
+    FAMILY_PARAMETERS,
+    FAMILY_SWITCHES,
+    PREFILL_SHARED_LAUNCH,
+    Parameter,
+    round_significant,
+    to_coordinate,
+    to_value,
+    with_values,
+)
+from batchsim.calibration.predict import PREDICTORS
+from batchsim.calibration.solver import Solution, minimise
+from batchsim.calibration.tables import FamilyTable
+from batchsim.gpu.calibration_record import FAMILIES, CalibrationRecord, HeldOutError
+from batchsim.gpu.hardware import SM_TERMS, GpuProfile, RooflineEfficiency
+
+METHOD = (
+    "batchsim calibrate fit: per operator family, Levenberg-Marquardt with a soft-L1 loss "
+    "(scale 0.1) on log(predicted / measured), best of several starts and of both settings of "
+    "each yes/no key; predicted by batchsim.gpu.roofline"
+)
+ALWAYS_PRIOR = ("step_overhead_s", "per_seq_overhead_s")
+"""Engine overheads (scheduling, sampling) that no operator microbenchmark measures."""
+
+
+class FitError(ValueError):
+    """Measurements that cannot support a fit (too few rows, say)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyFit:
+    """One family's fitted keys and its held-out rows with their predictions."""
+
+    family: str
+    values: Mapping[str, float]  # yes/no keys (switches) as bools
+    heldout: HeldOutError
+    heldout_rows: pd.DataFrame  # measured `seconds` and `predicted`
+    train_rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    """The fitted profile (efficiencies and calibration record) and the per-family details."""
+
+    gpu: GpuProfile
+    families: Mapping[str, FamilyFit]
+
+
+def fit_profile(
+    spec: GpuProfile,
+    tables: Mapping[str, FamilyTable],
+    *,
+    seed: int = 0,
+    holdout_fraction: float = 0.2,
+) -> FitResult:
+    """Fit every family present in `tables`; families without data keep `spec`'s values."""
+    if not 0 < holdout_fraction < 1:
+        raise FitError(f"holdout fraction must be in (0, 1), got {holdout_fraction}")
+    eff = spec.efficiency
+    fits: dict[str, FamilyFit] = {}
+    for family in FAMILIES:
+        if family not in tables:
+            continue
+        parameters = _parameters_for(
+            family, decode_fitted="decode_attention" in fits, has_sms=spec.sm_count is not None
+        )
+        fit = _fit_family(spec, eff, tables[family], parameters, seed, holdout_fraction)
+        eff = with_values(eff, fit.values)
+        fits[family] = fit
+    if not fits:
+        raise FitError("no measurement tables to fit")
+    fitted_keys = {key for fit in fits.values() for key in fit.values}
+    record = CalibrationRecord(
+        method=METHOD,
+        seed=seed,
+        holdout_fraction=holdout_fraction,
+        sources=tuple(tables[family].source for family in fits),
+        heldout_error={family: fit.heldout for family, fit in fits.items()},
+        not_fitted=tuple(k for k in _efficiency_keys() if k not in fitted_keys),
+    )
+    eff = dataclasses.replace(eff, calibrated=True, note=_note(fits))
+    gpu = dataclasses.replace(spec, efficiency=eff, calibration=record)
+    return FitResult(gpu=gpu, families=fits)
+
+
+def heldout_split(num_rows: int, family: str, seed: int, fraction: float) -> np.ndarray:
+    """Boolean mask of the held-out rows: a seeded random `fraction`, fixed per family."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, FAMILIES.index(family)]))
+    mask = np.zeros(num_rows, dtype=bool)
+    mask[rng.permutation(num_rows)[: max(1, round(num_rows * fraction))]] = True
+    return mask
+
+
+def absolute_percentage_errors(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """|predicted / measured − 1| per row (0.1 = 10%)."""
+    return np.abs(predicted / measured - 1.0)
+
+
+def _parameters_for(family: str, decode_fitted: bool, has_sms: bool) -> tuple[Parameter, ...]:
+    parameters = FAMILY_PARAMETERS[family]
+    if not has_sms:  # the wave and occupancy terms stay off (0) without an SM count
+        parameters = tuple(p for p in parameters if p.key not in SM_TERMS)
+    if family == "prefill_attention" and not decode_fitted:
+        launch = FAMILY_PARAMETERS["decode_attention"][0]
+        assert launch.key == PREFILL_SHARED_LAUNCH
+        return (*parameters, launch)
+    return parameters
+
+
+def _fit_family(
+    spec: GpuProfile,
+    base: RooflineEfficiency,
+    table: FamilyTable,
+    parameters: tuple[Parameter, ...],
+    seed: int,
+    holdout_fraction: float,
+) -> FamilyFit:
+    rows = table.rows
+    if len(rows) < 2 * len(parameters) + 2:
+        raise FitError(
+            f"{table.source.file}: {len(rows)} usable {table.family} rows; a fit of "
+            f"{len(parameters)} parameters needs at least {2 * len(parameters) + 2}"
+        )
+    test = heldout_split(len(rows), table.family, seed, holdout_fraction)
+    train, heldout = rows[~test], rows[test]
+    # Each setting of the family's switches is a model of its own: fit each, keep the best
+    # on the training rows (the first listed wins a tie).
+    best: tuple[Solution, Mapping[str, float], tuple[Parameter, ...]] | None = None
+    for setting in _switch_settings(table.family):
+        free = tuple(p for p in parameters if p.key not in setting)
+        solution = _solve(spec, with_values(base, setting), train, table.family, free)
+        if best is None or solution.cost < best[0].cost:
+            best = (solution, setting, free)
+    assert best is not None
+    solution, chosen, free = best
+    # Scored with the values the profile will store (4 significant digits).
+    values = {**_coordinates_to_values(free, solution.x, digits=4), **chosen}
+    fitted = with_values(base, values)
+    predicted = PREDICTORS[table.family](heldout, spec, fitted)
+    errors = absolute_percentage_errors(predicted, heldout["seconds"].to_numpy())
+    return FamilyFit(
+        family=table.family,
+        values=values,
+        heldout=HeldOutError(
+            rows=len(heldout),
+            median_ape=float(np.median(errors)),
+            p90_ape=float(np.quantile(errors, 0.9)),
+        ),
+        heldout_rows=heldout.assign(predicted=predicted),
+        train_rows=len(train),
+    )
+
+
+def _switch_settings(family: str) -> list[dict[str, float]]:
+    """Every combination of the family's switches, with the keys each makes moot set to 0."""
+    settings: list[dict[str, float]] = [{}]
+    for switch in FAMILY_SWITCHES.get(family, ()):
+        moot = dict.fromkeys(switch.moot_when_on, 0.0)
+        settings = [
+            {**s, switch.key: on, **(moot if on else {})} for s in settings for on in (False, True)
+        ]
+    return settings
+
+
+def _solve(
+    spec: GpuProfile,
+    base: RooflineEfficiency,
+    train: pd.DataFrame,
+    family: str,
+    parameters: tuple[Parameter, ...],
+) -> Solution:
+    """The multi-start robust least-squares fit of `parameters` on the training rows."""
+    predictor = PREDICTORS[family]
+    measured = train["seconds"].to_numpy()
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        eff = with_values(base, _coordinates_to_values(parameters, x, digits=17))
+        with np.errstate(all="ignore"):
+            return np.log(predictor(train, spec, eff) / measured)
+
+    best = None
+    for x0 in _starts(parameters):
+        solution = minimise(residuals, x0)
+        if best is None or solution.cost < best.cost:
+            best = solution
+    assert best is not None
+    return best
+
+
+def _coordinates_to_values(
+    parameters: tuple[Parameter, ...], x: np.ndarray, digits: int
+) -> dict[str, float]:
+    return {
+        p.key: round_significant(float(to_value(p.bound, x[i])), digits)
+        for i, p in enumerate(parameters)
+    }
+
+
+def _starts(parameters: tuple[Parameter, ...]) -> list[np.ndarray]:
+    """Each parameter's listed starting points, never the spec's current values: a refit of a
+    fitted profile then reproduces it exactly."""
+    return [
+        np.array([to_coordinate(p.bound, p.starts[index % len(p.starts)]) for p in parameters])
+        for index in range(max(len(p.starts) for p in parameters))
+    ]
+
+
+def _efficiency_keys() -> tuple[str, ...]:
+    skip = {"calibrated", "note"}
+    return tuple(f.name for f in dataclasses.fields(RooflineEfficiency) if f.name not in skip)
+
+
+def _note(fits: Mapping[str, FamilyFit]) -> str:
+    parts = [
+        f"{family} {fit.heldout.median_ape:.1%} median / {fit.heldout.p90_ape:.1%} p90"
+        for family, fit in fits.items()
+    ]
+    return (
+        "Fitted by batchsim calibrate fit; held-out absolute percentage error: "
+        + ", ".join(parts)
+        + ". step_overhead_s and per_seq_overhead_s are priors (no operator table measures them)."
+    )

@@ -1,0 +1,81 @@
+"""Predicted operator times of measured rows, through the functions the cost model runs.
+
+Each family maps its table's columns onto the arguments of a `batchsim.gpu.roofline` function; nothing
+here re-implements the physics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from batchsim.calibration.tables import allreduce_message_bytes
+from batchsim.gpu.dtypes import ACTIVATION_BYTES
+from batchsim.gpu.hardware import GpuProfile, RooflineEfficiency
+from batchsim.gpu.roofline import (
+    allreduce_seconds,
+    decode_attention_seconds,
+    gemm_seconds,
+    prefill_attention_seconds,
+    prefill_attention_shape,
+)
+
+# The tables are bf16 throughout: weights, activations and KV cache are 2 bytes.
+_BF16_BYTES = ACTIVATION_BYTES
+
+Predictor = Callable[[pd.DataFrame, GpuProfile, RooflineEfficiency], np.ndarray]
+
+
+def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
+    return rows[name].to_numpy(dtype=np.float64)
+
+
+def predict_gemm(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
+    return gemm_seconds(
+        _column(rows, "m"), _column(rows, "n"), _column(rows, "k"),
+        peak_flops=gpu.peak_flops.bf16, memory_bw=gpu.memory_bandwidth_bytes_per_s,
+        weight_bytes=_BF16_BYTES, sm_count=gpu.parallel_units, eff=eff,
+    )
+
+
+def predict_decode(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
+    batch = _column(rows, "batch_size")
+    # `step` is the KV-cache length each sequence reads.
+    return decode_attention_seconds(
+        batch, batch * _column(rows, "step"), q_heads=_column(rows, "num_heads"),
+        kv_heads=_column(rows, "num_key_value_heads"), head_dim=_column(rows, "head_dim"),
+        kv_bytes=_BF16_BYTES, memory_bw=gpu.memory_bandwidth_bytes_per_s,
+        sm_count=gpu.parallel_units, eff=eff,
+    )
+
+
+def predict_prefill(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
+    # `batch_size` whole prompts of `isl` tokens each, nothing cached.
+    batch, prompt = _column(rows, "batch_size"), _column(rows, "isl")
+    zero = np.zeros(len(rows))
+    flops, head_tokens, traffic = prefill_attention_shape(
+        batch * prompt, zero, zero, batch * prompt * prompt,
+        q_heads=_column(rows, "num_heads"), kv_heads=_column(rows, "num_key_value_heads"),
+        head_dim=_column(rows, "head_dim"), kv_bytes=_BF16_BYTES,
+    )
+    return prefill_attention_seconds(
+        flops, head_tokens, traffic,
+        peak_flops=gpu.peak_flops.bf16, memory_bw=gpu.memory_bandwidth_bytes_per_s, eff=eff,
+    )
+
+
+def predict_allreduce(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
+    return allreduce_seconds(
+        allreduce_message_bytes(rows), _column(rows, "num_gpus"),
+        link_bw=gpu.intra_node_bandwidth_bytes_per_s, eff=eff,
+    )
+
+
+PREDICTORS: dict[str, Predictor] = {
+    "gemm": predict_gemm,
+    "decode_attention": predict_decode,
+    "prefill_attention": predict_prefill,
+    "allreduce": predict_allreduce,
+}

@@ -1,0 +1,175 @@
+"""Reading measurement tables: ours (`batchsim calibrate measure`) or the public ones.
+
+Both use the columns of NVIDIA aiconfigurator's per-operator tables (latency in ms):
+- `*gemm_perf*.csv[.gz]`: m, n, k, latency
+- `*context_attention_perf*`: batch_size, isl, num_heads, num_key_value_heads, head_dim, latency
+- `*generation_attention_perf*`: the same with isl = 1 and step = KV-cache length read
+- `*nccl*.csv`: op_name, num_gpus, message_size, latency. `message_size` counts elements of
+  `nccl_dtype` (half when the column is absent), not bytes: aiconfigurator's collector divides
+  the nccl-tests byte size by the element size before writing it (`allreduce_message_bytes`).
+
+Extra columns are allowed; rows of other dtypes, kernels or ops are filtered out and the filter
+is recorded, so a profile says exactly which rows it was fitted on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from batchsim.gpu.calibration_record import FAMILIES, MeasurementSource
+
+FILE_PATTERNS = {
+    "gemm": "gemm_perf",
+    "prefill_attention": "context_attention_perf",
+    "decode_attention": "generation_attention_perf",
+    "allreduce": "nccl",
+}
+"""A file belongs to the family whose pattern its name contains."""
+
+REQUIRED_COLUMNS = {
+    "gemm": ("m", "n", "k", "latency"),
+    "prefill_attention": (
+        "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "latency",
+    ),
+    "decode_attention": (
+        "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "step", "latency",
+    ),
+    "allreduce": ("op_name", "num_gpus", "message_size", "latency"),
+}
+
+
+class MeasurementError(ValueError):
+    """A measurement folder or file that cannot be used; the message names the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyTable:
+    """The usable rows of one family (latency converted to seconds as `seconds`)."""
+
+    family: str
+    rows: pd.DataFrame
+    source: MeasurementSource
+
+
+def family_of(path: Path) -> str | None:
+    """The family a measurement file belongs to by its name, or None."""
+    name = path.name
+    if not name.endswith((".csv", ".csv.gz")):
+        return None
+    for family, pattern in FILE_PATTERNS.items():
+        if pattern in name:
+            return family
+    return None
+
+
+def load_measurements(directory: Path, prefix: str = "") -> dict[str, FamilyTable]:
+    """Every family found in `directory` (one file per family), among files named `prefix*`.
+
+    The prefix picks one GPU out of a folder holding several (the public tables are named
+    `a100_sxm_*`, `h100_sxm_*`, ...).
+    """
+    if not directory.is_dir():
+        raise MeasurementError(f"{directory}: no such measurement folder")
+    files: dict[str, Path] = {}
+    for path in sorted(directory.iterdir()):
+        family = family_of(path)
+        if family is None or not path.name.startswith(prefix):
+            continue
+        if family in files:
+            raise MeasurementError(
+                f"{directory}: two {family} tables ({files[family].name}, {path.name}); keep one"
+            )
+        files[family] = path
+    if not files:
+        patterns = "(" + ", ".join(f"*{p}*.csv[.gz]" for p in FILE_PATTERNS.values()) + ")"
+        raise MeasurementError(f"{directory}: no measurement tables {prefix}{patterns}")
+    return {family: load_table(family, files[family]) for family in FAMILIES if family in files}
+
+
+def load_table(family: str, path: Path) -> FamilyTable:
+    """Read, check and filter one family's table."""
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise MeasurementError(f"{path}: cannot read measurement table ({exc})") from None
+    missing = [c for c in REQUIRED_COLUMNS[family] if c not in frame.columns]
+    if missing:
+        raise MeasurementError(f"{path}: missing column(s) {', '.join(missing)}")
+    rows, description = _FILTERS[family](frame)
+    rows = rows[rows["latency"] > 0].copy()
+    if rows.empty:
+        raise MeasurementError(f"{path}: no usable {family} rows after filtering ({description})")
+    rows["seconds"] = rows["latency"].astype(float) * 1e-3
+    source = MeasurementSource(family=family, file=path.name, rows=len(rows), filter=description)
+    return FamilyTable(family=family, rows=rows.reset_index(drop=True), source=source)
+
+
+def _keep_equal(frame: pd.DataFrame, column: str, value: str, notes: list[str]) -> pd.DataFrame:
+    if column in frame.columns:
+        notes.append(f"{column} == {value}")
+        return frame[frame[column] == value]
+    return frame
+
+
+def _majority_kernel(frame: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """Keep the kernel most rows were measured with (e.g. FA3 over an FA4 side table)."""
+    if "kernel_source" not in frame.columns or frame.empty:
+        return frame
+    kernel = str(frame["kernel_source"].value_counts().idxmax())
+    notes.append(f"kernel_source == {kernel}")
+    return frame[frame["kernel_source"] == kernel]
+
+
+def _gemm_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    notes: list[str] = []
+    frame = _keep_equal(frame, "gemm_dtype", "bfloat16", notes)
+    return frame, "; ".join(notes) or "all rows"
+
+
+def _attention_rows(frame: pd.DataFrame, decode: bool) -> tuple[pd.DataFrame, str]:
+    notes: list[str] = []
+    frame = _keep_equal(frame, "attn_dtype", "bfloat16", notes)
+    frame = _keep_equal(frame, "kv_cache_dtype", "bfloat16", notes)
+    if "window_size" in frame.columns:
+        notes.append("window_size == 0")
+        frame = frame[frame["window_size"] == 0]
+    if decode:
+        notes.append("isl == 1")
+        frame = frame[frame["isl"] == 1]
+    frame = _majority_kernel(frame, notes)
+    return frame, "; ".join(notes) or "all rows"
+
+
+_NCCL_ELEMENT_BYTES = {"half": 2.0, "bfloat16": 2.0, "float": 4.0, "int8": 1.0}
+
+
+def allreduce_message_bytes(rows: pd.DataFrame) -> np.ndarray:
+    """Bytes of each all-reduce row's message: `message_size` elements of `nccl_dtype`."""
+    elements = rows["message_size"].to_numpy(dtype=np.float64)
+    if "nccl_dtype" not in rows.columns:
+        return elements * _NCCL_ELEMENT_BYTES["half"]
+    dtypes = rows["nccl_dtype"].astype(str)
+    unknown = sorted(set(dtypes) - set(_NCCL_ELEMENT_BYTES))
+    if unknown:
+        raise MeasurementError(f"nccl_dtype {unknown[0]!r} is not one of "
+                               f"{', '.join(_NCCL_ELEMENT_BYTES)}")
+    return elements * dtypes.map(_NCCL_ELEMENT_BYTES).to_numpy(dtype=np.float64)
+
+
+def _allreduce_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    notes = ["op_name == all_reduce", "num_gpus >= 2"]
+    frame = frame[(frame["op_name"] == "all_reduce") & (frame["num_gpus"] >= 2)]
+    frame = _keep_equal(frame, "nccl_dtype", "half", notes)
+    return frame, "; ".join(notes)
+
+
+_FILTERS = {
+    "gemm": _gemm_rows,
+    "prefill_attention": lambda frame: _attention_rows(frame, decode=False),
+    "decode_attention": lambda frame: _attention_rows(frame, decode=True),
+    "allreduce": _allreduce_rows,
+}

@@ -1,0 +1,82 @@
+"""Build the simulation of a colocated arm: its replicas' policies (with speculative decoding
+when the arm asks for it) behind the experiment's router."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from batchsim.experiment.policy_factory import build_policy
+from batchsim.experiment.schema import Arm, ChunkedPrefillArm, ContinuousArm, Experiment
+from batchsim.experiment.speculative_setup import (
+    SpeculativeSetupError,
+    blocks_beside_drafter,
+    build_drafter,
+    speculation_metrics,
+)
+from batchsim.policies.speculative import Speculation
+from batchsim.sim.engine import Simulation, Traffic
+from batchsim.sim.recorder import RunRecord
+from batchsim.sim.routers import ROUTERS
+
+if TYPE_CHECKING:
+    from batchsim.experiment.runner import Deployment
+
+
+@dataclass(slots=True)
+class ColocatedArm:
+    simulation: Simulation
+    kv_blocks_per_replica: int
+    speculations: list[Speculation] = field(default_factory=list)
+
+    def add_metrics(self, metrics: dict[str, object], record: RunRecord) -> None:
+        """The KV blocks the policies had (fewer beside a drafter), and the speculative-decoding
+        counts of an arm that speculates."""
+        layout = metrics.get("deployment")
+        if isinstance(layout, dict):
+            layout["kv_blocks_per_replica"] = self.kv_blocks_per_replica
+            layout["kv_tokens_per_replica"] = (self.kv_blocks_per_replica
+                                               * record_block_size(self.simulation))
+        if self.speculations:
+            busy_s = float(record.steps.as_arrays()["duration_s"].sum())
+            metrics["speculative"] = speculation_metrics(self.speculations, busy_s)
+
+
+def build_colocated(exp: Experiment, arm_exp: Experiment, arm: Arm, index: int,
+                    deployment: Deployment, traffic: Traffic, base_dir: Path,
+                    max_model_len: int, on_progress: Callable[[float], None] | None,
+                    ) -> ColocatedArm:
+    """`arm` on `arm_exp`'s layout (`deployment`), fed `traffic`."""
+    speculative = arm.speculative if isinstance(arm, ContinuousArm | ChunkedPrefillArm) \
+        else None
+    num_blocks = deployment.num_blocks
+    speculations: list[Speculation] = []
+    if speculative is not None:
+        if arm_exp.pipeline_parallel > 1:
+            raise SpeculativeSetupError("speculative decoding is not modelled with "
+                                        "pipeline_parallel > 1")
+        drafter = build_drafter(speculative, arm_exp, deployment.model, deployment.gpu,
+                                base_dir)
+        if exp.kv_cache.num_blocks is None:  # a set block count is taken as given
+            num_blocks = blocks_beside_drafter(deployment.memory, drafter)
+        speculations = [drafter.speculation(exp.seed, index, replica)
+                        for replica in range(arm_exp.replicas)]
+    policies = [
+        build_policy(arm, index, num_blocks=num_blocks, block_size=exp.kv_cache.block_size,
+                     swap_blocks=deployment.swap_blocks, max_model_len=max_model_len,
+                     prefix_caching=exp.kv_cache.prefix_caching,
+                     speculation=speculations[replica] if speculations else None)
+        for replica in range(arm_exp.replicas)
+    ]
+    shared_queue = exp.router == "shared_queue"
+    simulation = Simulation(policies, deployment.cost_model, traffic,
+                            None if shared_queue else ROUTERS[exp.router],
+                            shared_queue=shared_queue, max_model_len=max_model_len,
+                            fast_path=exp.engine.fast_path, on_progress=on_progress)
+    return ColocatedArm(simulation, num_blocks, speculations)
+
+
+def record_block_size(simulation: Simulation) -> int:
+    return simulation.replicas[0].policy.pool.block_size

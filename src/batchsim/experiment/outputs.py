@@ -1,0 +1,93 @@
+"""Write a run's results: requests.parquet, timeseries.parquet and summary.json (DESIGN §8).
+
+Nothing written depends on the machine or the clock, so the same file and seed give the same
+bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from batchsim.experiment.runner import ExperimentResult
+from batchsim.gpu.hardware import GpuProfile
+
+_VERSIONED = ("batchsim", "simpy", "numpy", "pandas", "pyarrow", "pydantic")
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "unknown"
+    return found
+
+
+def json_safe(value: Any) -> Any:
+    """NaN/inf become null: JSON has no such numbers and a missing value is what they mean."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def summary_document(result: ExperimentResult) -> dict[str, object]:
+    d = result.deployment
+    return {
+        "config": result.experiment.model_dump(mode="json"),
+        "inputs_digest": result.inputs_digest,
+        "versions": versions(),
+        "deployment": {
+            "model": d.model.name,
+            "hardware": d.gpu.name,
+            "hardware_calibrated": d.gpu.efficiency.calibrated,
+            "hardware_heldout_error": _heldout_error(d.gpu),
+            "hardware_source": d.gpu.source,
+            "max_model_len": d.max_model_len,
+            "kv_blocks_per_replica": d.num_blocks,
+            "kv_tokens_per_replica": d.num_blocks * result.experiment.kv_cache.block_size,
+            "kv_bytes_per_token_per_gpu": d.memory.kv_bytes_per_token_per_gpu,
+            "weights_bytes_per_gpu": d.memory.weights_bytes_per_gpu,
+            "memory": d.memory.describe(),
+            "traffic": result.traffic.source,
+        },
+        "rows": [{"arm": arm.name, "point": {}, "metrics": arm.metrics} for arm in result.arms],
+    }
+
+
+def _heldout_error(gpu: GpuProfile) -> dict[str, dict[str, float]] | None:
+    """The profile's held-out operator error (docs/fidelity.md), None for a spec-only one."""
+    if gpu.calibration is None:
+        return None
+    return {
+        family: {"median_ape": error.median_ape, "p90_ape": error.p90_ape}
+        for family, error in gpu.calibration.heldout_error.items()
+    }
+
+
+def _stack(frames: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    tagged = [frame.assign(arm=name)[["arm", *frame.columns]] for name, frame in frames]
+    return pd.concat(tagged, ignore_index=True)
+
+
+def write_results(result: ExperimentResult, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    requests = out_dir / "requests.parquet"
+    timeseries = out_dir / "timeseries.parquet"
+    summary = out_dir / "summary.json"
+    _stack([(a.name, a.requests) for a in result.arms]).to_parquet(requests, index=False)
+    _stack([(a.name, a.timeseries) for a in result.arms]).to_parquet(timeseries, index=False)
+    text = json.dumps(json_safe(summary_document(result)), indent=2, allow_nan=False)
+    summary.write_text(text + "\n", encoding="utf-8")
+    return [requests, timeseries, summary]

@@ -1,0 +1,115 @@
+"""Build one replica's batching policy from an arm of the experiment file."""
+
+from __future__ import annotations
+
+from batchsim.experiment.schema import (
+    AdmissionConfig,
+    AdmissionReserveConfig,
+    Arm,
+    ChunkedPrefillArm,
+    ContinuousArm,
+    FairShareOrdering,
+    OrderingConfig,
+    PriorityOrdering,
+    ShortestPromptFirstOrdering,
+    StaticArm,
+)
+from batchsim.policies.admission import AdmissionControl, KVReserve
+from batchsim.policies.chunked_prefill import ChunkedPrefill
+from batchsim.policies.continuous import ContinuousBatching
+from batchsim.policies.fair_share import FairShareQueue
+from batchsim.policies.ordering import (
+    FcfsQueue,
+    KeyedQueue,
+    WaitingQueue,
+    priority_key,
+    shortest_prompt_key,
+)
+from batchsim.policies.speculative import Speculation
+from batchsim.policies.static import StaticBatching
+from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
+from batchsim.sim.policy_protocol import BatchingPolicy
+
+
+class ArmError(ValueError):
+    """An arm's settings contradict the rest of the experiment."""
+
+
+def effective_token_budget(arm: ContinuousArm, max_model_len: int, index: int) -> int:
+    """max_num_batched_tokens, defaulting to max_model_len.
+
+    Without chunked prefill a prompt is prefilled in one step, so (as vLLM requires) the budget
+    must hold the longest possible request; otherwise a recomputed request could never return.
+    """
+    budget = arm.max_num_batched_tokens or max_model_len
+    if budget < max_model_len:
+        raise ArmError(
+            f"policies.{index}.max_num_batched_tokens: {budget} is smaller than max_model_len="
+            f"{max_model_len}; without chunked prefill it must be at least max_model_len "
+            "(raise it, or set max_model_len lower)"
+        )
+    return budget
+
+
+def build_admission(config: AdmissionConfig | None) -> AdmissionControl | None:
+    if config is None:
+        return None
+    return AdmissionControl(max_queue=config.max_queue,
+                            max_predicted_wait_s=config.max_predicted_wait_s,
+                            window=config.wait_window)
+
+
+def build_reserve(config: AdmissionReserveConfig | None) -> KVReserve | None:
+    if config is None:
+        return None
+    return KVReserve(assumed_max_new_tokens=config.assumed_max_new_tokens,
+                     init_ratio=config.new_token_ratio, min_ratio=config.min_new_token_ratio,
+                     decay_steps=config.decay_steps)
+
+
+def build_ordering(config: OrderingConfig) -> WaitingQueue:
+    """A fresh waiting queue (one per replica) for an arm's `ordering`."""
+    if isinstance(config, PriorityOrdering):
+        return KeyedQueue(priority_key(config.aging_s))
+    if isinstance(config, ShortestPromptFirstOrdering):
+        return KeyedQueue(shortest_prompt_key(config.aging_tokens_per_s))
+    if isinstance(config, FairShareOrdering):
+        return FairShareQueue(config.input_token_weight, config.output_token_weight)
+    return FcfsQueue()
+
+
+def arm_prefix_caching(arm: Arm, experiment_default: bool) -> bool:
+    """Whether the arm caches prefixes: its own setting, else the experiment's. Static
+    batching keeps its own batch accounting, so only the iteration-level policies cache."""
+    if not isinstance(arm, ContinuousArm | ChunkedPrefillArm):
+        return False
+    return experiment_default if arm.prefix_caching is None else arm.prefix_caching
+
+
+def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
+                 swap_blocks: int, max_model_len: int,
+                 prefix_caching: bool = False,
+                 speculation: Speculation | None = None) -> BatchingPolicy:
+    pool = KVBlockPool(num_blocks, block_size,
+                       prefix_caching=arm_prefix_caching(arm, prefix_caching))
+    if isinstance(arm, StaticArm):
+        return StaticBatching(pool=pool, max_batch_size=arm.max_batch_size,
+                              max_wait_s=arm.max_wait_s, max_output_tokens=arm.max_output_tokens,
+                              ordering=build_ordering(arm.ordering))
+    if isinstance(arm, ChunkedPrefillArm):
+        return ChunkedPrefill(
+            pool=pool, token_budget=arm.token_budget, max_num_seqs=arm.max_num_seqs,
+            long_prefill_token_threshold=arm.long_prefill_token_threshold,
+            preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
+            admission=build_admission(arm.admission),
+            reserve=build_reserve(arm.admission_reserve), ordering=build_ordering(arm.ordering),
+            speculation=speculation,
+        )
+    assert isinstance(arm, ContinuousArm)
+    return ContinuousBatching(
+        pool=pool, max_num_seqs=arm.max_num_seqs,
+        max_num_batched_tokens=effective_token_budget(arm, max_model_len, index),
+        preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
+        admission=build_admission(arm.admission), reserve=build_reserve(arm.admission_reserve),
+        ordering=build_ordering(arm.ordering), speculation=speculation,
+    )

@@ -1,0 +1,469 @@
+"""GPU hardware profiles: spec-sheet peaks plus the roofline efficiencies that temper them.
+
+A profile is a YAML file (schema: any file in `hardware_profiles/gpus/`). Shipped profiles are
+read through `importlib.resources`, so they load the same from a wheel as from a checkout.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from batchsim.gpu.calibration_record import CalibrationRecord, parse_calibration_record
+from batchsim.gpu.dtypes import COMPUTE_RATE_OF_WEIGHTS, check_weight_dtype
+from batchsim.gpu.yaml_load import safe_load
+
+_PROFILE_PACKAGE = "batchsim.hardware_profiles"
+_PROFILE_DIR = "gpus"
+
+
+class HardwareError(ValueError):
+    """A GPU profile that cannot be found or parsed; the message names the file and key."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeakFlops:
+    """Dense tensor-core FLOP/s (no 2:4 sparsity) per compute format."""
+
+    bf16: float
+    fp8: float | None  # None where the GPU has no fp8 tensor cores (A100)
+    int8: float
+
+    def for_weights(self, weight_dtype: str) -> float:
+        """Peak FLOP/s of a GEMM with weights in `weight_dtype` (see batchsim.gpu.dtypes)."""
+        rate = COMPUTE_RATE_OF_WEIGHTS[check_weight_dtype(weight_dtype)]
+        if rate == "fp8":
+            # Without fp8 cores, fp8 weights are upcast and multiplied at the bf16 rate.
+            return self.fp8 if self.fp8 is not None else self.bf16
+        return self.int8 if rate == "int8" else self.bf16
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineEfficiency:
+    """Fractions of peak actually reached, and fixed latencies (DESIGN §3)."""
+
+    calibrated: bool
+    note: str
+    gemm_peak_efficiency: float  # e_c for large M
+    gemm_ramp_tokens: float  # e_c(M) = peak * M / (M + ramp)
+    memory_efficiency: float  # e_m: weight/activation streaming
+    attention_compute_efficiency: float  # e_attn: prefill attention FLOPs
+    kv_read_efficiency: float  # e_kv: decode attention KV streaming
+    kernel_launch_s: float  # per GEMM
+    allreduce_latency_s: float  # alpha of one all-reduce (2 GPUs: plus one per-GPU step)
+    step_overhead_s: float  # c0
+    per_seq_overhead_s: float  # c1
+    gemm_overlap_power: float  # p of (compute^p + memory^p)^(1/p); large p = plain max
+    gemm_k_step_s: float  # serial time per unit of K of one thread block's K loop
+    gemm_k_split: float  # K beyond which the library splits K (caps the serial loop)
+    attention_launch_s: float  # per attention kernel (prefill or decode)
+    decode_per_seq_head_s: float  # decode attention: per (sequence, KV head) work item
+    attention_ramp_tokens: float  # prefill: e_attn(W) = e_attn * W / (W + ramp), W = q-head tokens
+    prefill_memory_efficiency: float  # prefill attention's per-token traffic (Q, K, V, O)
+    attention_overlap_power: float  # p of prefill (compute^p + traffic^p)^(1/p)
+    allreduce_latency_per_gpu_s: float  # alpha grows by this per GPU beyond the first
+    allreduce_bandwidth_efficiency: float  # bus bandwidth / link bandwidth on 2 GPUs
+    allreduce_scaling_exponent: float  # bus bandwidth scales as (2 / GPUs)^exponent
+    gemm_ramp_k: float  # e_c(K) = ... * K / (K + ramp_k): a tile's fixed prologue/epilogue
+    gemm_wave_exponent: float  # compute time * wave_efficiency^-exponent (0 = no tail effect)
+    decode_mha_split_kv: bool  # the decode kernel splits MHA sequences too (FA2 does not)
+    decode_unsplit_fill: float  # unsplit decode: (seq, KV head) units per SM that saturate HBM
+    decode_split_fill: float  # the same for split layouts
+    decode_overlap_fraction: float  # per-unit work and KV streaming: max + fraction * min
+    decode_combine_s: float  # split-KV decode: the kernel that combines the splits
+    decode_regroup_s: float  # grouped-query decode: copies regrouping queries and outputs
+    prefill_setup_s: float  # prefill attention's fixed cost on top of the shared launch
+
+    def gemm_efficiency(self, num_tokens: int) -> float:
+        """e_c(M): small GEMMs cannot fill the tensor cores, so efficiency ramps up with M.
+
+        The M ramp alone: the K ramp and the wave tail are in `batchsim.gpu.roofline.gemm_parts`.
+        """
+        if self.gemm_ramp_tokens == 0:
+            return self.gemm_peak_efficiency
+        return self.gemm_peak_efficiency * num_tokens / (num_tokens + self.gemm_ramp_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class BoardPower:
+    """Board power of one GPU in watts (docs/how-to/energy-and-cost.md, `batchsim.metrics.energy`).
+
+    `idle_w`: no step running (the model loaded, the GPU waiting); `memory_bound_w`: running
+    a step that streams weights at full memory bandwidth but leaves the tensor cores mostly
+    idle (small-batch decode); `max_w`: the board limit (TDP), reached by compute-bound steps.
+    """
+
+    idle_w: float
+    memory_bound_w: float
+    max_w: float
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProfile:
+    """One GPU model: peaks from its spec sheet, memory, links and roofline efficiencies."""
+
+    name: str
+    description: str
+    aliases: tuple[str, ...]
+    source: str
+    peak_flops: PeakFlops
+    memory_bandwidth_bytes_per_s: float
+    memory_bytes: int
+    intra_node_bandwidth_bytes_per_s: float  # NVLink (PCIe on cards without it), per direction
+    pcie_bandwidth_bytes_per_s: float  # host link, per direction
+    p2p_latency_s: float
+    gpus_per_node: int
+    runtime_reserve_bytes: int  # activations, CUDA graphs, NCCL, allocator slack
+    efficiency: RooflineEfficiency
+    calibration: CalibrationRecord | None = None  # where a fitted profile's values came from
+    sm_count: int | None = None  # streaming multiprocessors (compute units): wave/occupancy terms
+    power: BoardPower | None = None  # None: the profile gives no power, so no energy metrics
+
+    @property
+    def parallel_units(self) -> float:
+        """SMs the wave and occupancy terms divide work over.
+
+        A profile without `sm_count` must have those terms switched off (checked on load), so
+        any positive stand-in gives the same times.
+        """
+        return float(self.sm_count) if self.sm_count else 1.0
+
+
+def list_gpu_profiles() -> list[str]:
+    """Canonical names of the shipped GPU profiles, sorted."""
+    return sorted(name for name, _ in _shipped_profile_files())
+
+
+def load_gpu_profile(spec: str, base_dir: Path | None = None) -> GpuProfile:
+    """A shipped profile by name or alias (case-insensitive), or a profile YAML by path.
+
+    A spec ending in `.yaml`/`.yml` or containing a path separator is a path, relative to
+    `base_dir` (default: the working directory).
+    """
+    if spec.endswith((".yaml", ".yml")) or "/" in spec or "\\" in spec:
+        path = Path(spec).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise HardwareError(f"{path}: no such GPU profile file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise HardwareError(f"{path}: cannot read GPU profile ({exc})") from None
+        return parse_gpu_profile(text, str(path))
+    return _load_shipped(spec.strip().lower())
+
+
+def parse_gpu_profile(text: str, where: str) -> GpuProfile:
+    """Parse and validate a profile YAML document; `where` names it in error messages."""
+    try:
+        document = safe_load(text)
+    except yaml.YAMLError as exc:
+        raise HardwareError(f"{where}: not valid YAML ({exc})") from None
+    if not isinstance(document, dict):
+        raise HardwareError(f"{where}: expected a mapping of GPU profile fields")
+    return _profile_from_mapping(document, _Reader(where))
+
+
+def _shipped_profile_files() -> list[tuple[str, Traversable]]:
+    folder = resources.files(_PROFILE_PACKAGE).joinpath(_PROFILE_DIR)
+    return [
+        (entry.name.removesuffix(".yaml"), entry)
+        for entry in folder.iterdir()
+        if entry.name.endswith(".yaml")
+    ]
+
+
+def _load_shipped(key: str) -> GpuProfile:
+    files = _shipped_profile_files()
+    profiles = {}
+    for name, entry in files:
+        where = f"{_PROFILE_PACKAGE}/{_PROFILE_DIR}/{entry.name}"
+        if name == key:
+            return parse_gpu_profile(entry.read_text(encoding="utf-8"), where)
+        profiles[name] = (entry, where)
+    # Not a canonical name: aliases live inside the files, so read them all.
+    for entry, where in profiles.values():
+        profile = parse_gpu_profile(entry.read_text(encoding="utf-8"), where)
+        if key in profile.aliases:
+            return profile
+    known = ", ".join(sorted(profiles))
+    raise HardwareError(
+        f"unknown GPU profile {key!r}; shipped profiles: {known} (aliases such as a100, h100, "
+        "h200 also work), or give a path to a profile YAML"
+    )
+
+
+_TOP_LEVEL_KEYS = frozenset(
+    {
+        "name",
+        "description",
+        "aliases",
+        "source",
+        "peak_flops",
+        "memory_bandwidth_bytes_per_s",
+        "memory_bytes",
+        "intra_node_bandwidth_bytes_per_s",
+        "pcie_bandwidth_bytes_per_s",
+        "p2p_latency_s",
+        "gpus_per_node",
+        "runtime_reserve_bytes",
+        "efficiency",
+        "calibration",
+        "sm_count",
+        "power",
+    }
+)
+_EFFICIENCY_FRACTIONS = (
+    "gemm_peak_efficiency",
+    "memory_efficiency",
+    "attention_compute_efficiency",
+    "kv_read_efficiency",
+    "prefill_memory_efficiency",
+    "allreduce_bandwidth_efficiency",
+)
+# Fractions that may be 0 (a term switched off) up to 1.
+_EFFICIENCY_UNIT_INTERVAL = ("gemm_wave_exponent", "decode_overlap_fraction")
+_EFFICIENCY_SECONDS = (
+    "kernel_launch_s",
+    "allreduce_latency_s",
+    "step_overhead_s",
+    "per_seq_overhead_s",
+    "gemm_k_step_s",
+    "attention_launch_s",
+    "decode_per_seq_head_s",
+    "allreduce_latency_per_gpu_s",
+    "decode_combine_s",
+    "decode_regroup_s",
+    "prefill_setup_s",
+)
+_EFFICIENCY_COUNTS = (
+    "gemm_ramp_tokens",
+    "attention_ramp_tokens",
+    "gemm_ramp_k",
+    "decode_unsplit_fill",
+    "decode_split_fill",
+)
+# Terms that divide work over the SMs: a profile without `sm_count` must keep them at 0.
+SM_TERMS = ("gemm_wave_exponent", "decode_unsplit_fill", "decode_split_fill")
+# Powers of the overlap p-norm: 1 = no overlap; past 16 it is a max (and p-th powers of
+# seconds would underflow).
+_EFFICIENCY_POWERS = ("gemm_overlap_power", "attention_overlap_power")
+MAX_OVERLAP_POWER = 16.0
+# (2 / GPUs)^exponent: negative where more GPUs reach a higher bus bandwidth (NVSwitch).
+ALLREDUCE_EXPONENT_RANGE = (-2.0, 4.0)
+
+
+def _profile_from_mapping(doc: Mapping[str, Any], read: _Reader) -> GpuProfile:
+    read.no_unknown_keys(doc, _TOP_LEVEL_KEYS, "")
+    flops = read.mapping(doc, "peak_flops")
+    read.no_unknown_keys(flops, {"bf16", "fp8", "int8"}, "peak_flops.")
+    bf16 = read.number(flops, "bf16", "peak_flops.", positive=True)
+    peak_flops = PeakFlops(
+        bf16=bf16,
+        fp8=read.number(flops, "fp8", "peak_flops.", positive=True) if "fp8" in flops else None,
+        int8=read.number(flops, "int8", "peak_flops.", positive=True),
+    )
+    aliases = doc.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise read.error("aliases", "a list of names", aliases)
+    efficiency = _efficiency_from_mapping(read.mapping(doc, "efficiency"), read)
+    sm_count = _sm_count(doc, efficiency, read)
+    return GpuProfile(
+        name=read.string(doc, "name").lower(),
+        description=str(doc.get("description", "")),
+        aliases=tuple(a.lower() for a in aliases),
+        source=str(doc.get("source", "")),
+        peak_flops=peak_flops,
+        memory_bandwidth_bytes_per_s=read.number(
+            doc, "memory_bandwidth_bytes_per_s", "", positive=True
+        ),
+        memory_bytes=int(read.number(doc, "memory_bytes", "", positive=True)),
+        intra_node_bandwidth_bytes_per_s=read.number(
+            doc, "intra_node_bandwidth_bytes_per_s", "", positive=True
+        ),
+        pcie_bandwidth_bytes_per_s=read.number(
+            doc, "pcie_bandwidth_bytes_per_s", "", positive=True
+        ),
+        p2p_latency_s=read.number(doc, "p2p_latency_s", "", positive=False),
+        gpus_per_node=int(read.number(doc, "gpus_per_node", "", positive=True)),
+        runtime_reserve_bytes=int(read.number(doc, "runtime_reserve_bytes", "", positive=False)),
+        efficiency=efficiency,
+        calibration=(
+            parse_calibration_record(read.mapping(doc, "calibration"), read)
+            if "calibration" in doc
+            else None
+        ),
+        sm_count=sm_count,
+        power=_board_power(read.mapping(doc, "power"), read) if "power" in doc else None,
+    )
+
+
+_POWER_KEYS = ("idle_w", "memory_bound_w", "max_w")
+
+
+def _board_power(block: Mapping[str, Any], read: _Reader) -> BoardPower:
+    """The optional `power` block: idle <= memory-bound <= max watts, all positive."""
+    read.no_unknown_keys(block, {*_POWER_KEYS, "source"}, "power.")
+    watts = {key: read.number(block, key, "power.", positive=True) for key in _POWER_KEYS}
+    if not watts["idle_w"] <= watts["memory_bound_w"] <= watts["max_w"]:
+        raise HardwareError(
+            f"{read.where}: key 'power' must have idle_w <= memory_bound_w <= max_w, got "
+            f"{watts['idle_w']:g}, {watts['memory_bound_w']:g}, {watts['max_w']:g}"
+        )
+    return BoardPower(**watts, source=str(block.get("source", "")))
+
+
+def _sm_count(doc: Mapping[str, Any], eff: RooflineEfficiency, read: _Reader) -> int | None:
+    """The optional SM count; the wave and occupancy terms cannot work without it."""
+    if "sm_count" not in doc:
+        needing = [key for key in SM_TERMS if getattr(eff, key) != 0]
+        if needing:
+            raise HardwareError(
+                f"{read.where}: missing key 'sm_count' (streaming multiprocessors), which "
+                f"'efficiency.{needing[0]}' needs; add it from the GPU's spec sheet, or set "
+                f"{', '.join(SM_TERMS)} to 0"
+            )
+        return None
+    value = read.number(doc, "sm_count", "", positive=True)
+    if value != int(value):
+        raise read.error("sm_count", "a whole number of SMs", doc["sm_count"])
+    return int(value)
+
+
+def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> RooflineEfficiency:
+    prefix = "efficiency."
+    allowed = {
+        "calibrated",
+        "note",
+        "decode_mha_split_kv",
+        *_EFFICIENCY_UNIT_INTERVAL,
+        *_EFFICIENCY_COUNTS,
+        *_EFFICIENCY_POWERS,
+        "gemm_k_split",
+        "allreduce_scaling_exponent",
+        *_EFFICIENCY_FRACTIONS,
+        *_EFFICIENCY_SECONDS,
+    }
+    read.no_unknown_keys(block, allowed, prefix)
+    calibrated = read.boolean(block, "calibrated", prefix)
+    fractions = {}
+    for key in _EFFICIENCY_FRACTIONS:
+        value = read.number(block, key, prefix, positive=True)
+        if value > 1:
+            raise read.error(f"{prefix}{key}", "a fraction of peak in (0, 1]", value)
+        fractions[key] = value
+    for key in _EFFICIENCY_UNIT_INTERVAL:
+        value = read.number(block, key, prefix, positive=False)
+        if value > 1:
+            raise read.error(f"{prefix}{key}", "a number in [0, 1]", value)
+        fractions[key] = value
+    seconds = {key: read.number(block, key, prefix, positive=False) for key in _EFFICIENCY_SECONDS}
+    counts = {key: read.number(block, key, prefix, positive=False) for key in _EFFICIENCY_COUNTS}
+    powers = {}
+    for key in _EFFICIENCY_POWERS:
+        value = read.number(block, key, prefix, positive=True)
+        if not 1.0 <= value <= MAX_OVERLAP_POWER:
+            raise read.error(f"{prefix}{key}", f"a power in [1, {MAX_OVERLAP_POWER:g}]", value)
+        powers[key] = value
+    low, high = ALLREDUCE_EXPONENT_RANGE
+    exponent = read.real(block, "allreduce_scaling_exponent", prefix)
+    if not low <= exponent <= high:
+        raise read.error(
+            f"{prefix}allreduce_scaling_exponent", f"a number in [{low:g}, {high:g}]", exponent
+        )
+    return RooflineEfficiency(
+        calibrated=calibrated,
+        note=str(block.get("note", "")),
+        decode_mha_split_kv=read.boolean(block, "decode_mha_split_kv", prefix),
+        gemm_k_split=read.number(block, "gemm_k_split", prefix, positive=True),
+        allreduce_scaling_exponent=exponent,
+        **counts,
+        **powers,
+        **fractions,
+        **seconds,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    """Typed field access that names the file and the key path in every error."""
+
+    where: str
+
+    def error(self, key: str, expected: str, got: object) -> HardwareError:
+        return HardwareError(f"{self.where}: key '{key}' must be {expected}, got {got!r}")
+
+    def no_unknown_keys(
+        self, block: Mapping[str, Any], allowed: set[str] | frozenset[str], prefix: str
+    ) -> None:
+        unknown = sorted(str(k) for k in block if k not in allowed)
+        if unknown:
+            raise HardwareError(
+                f"{self.where}: unknown key '{prefix}{unknown[0]}'; expected one of "
+                f"{', '.join(sorted(allowed))}"
+            )
+
+    def mapping(self, block: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+        value = block.get(key)
+        if value is None:
+            raise HardwareError(f"{self.where}: missing required key '{key}'")
+        if not isinstance(value, dict):
+            raise self.error(key, "a mapping", value)
+        return value
+
+    def string(self, block: Mapping[str, Any], key: str) -> str:
+        value = block.get(key)
+        if value is None:
+            raise HardwareError(f"{self.where}: missing required key '{key}'")
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, "a non-empty string", value)
+        return value.strip()
+
+    def boolean(self, block: Mapping[str, Any], key: str, prefix: str) -> bool:
+        value = block.get(key)
+        if value is None:
+            raise HardwareError(f"{self.where}: missing required key '{prefix}{key}'")
+        if not isinstance(value, bool):
+            raise self.error(f"{prefix}{key}", "true or false", value)
+        return value
+
+    def real(self, block: Mapping[str, Any], key: str, prefix: str) -> float:
+        """A finite number of either sign."""
+        value = block.get(key)
+        if value is None:
+            raise HardwareError(f"{self.where}: missing required key '{prefix}{key}'")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise self.error(f"{prefix}{key}", "a number", value) from None
+        if isinstance(value, bool) or not math.isfinite(number):
+            raise self.error(f"{prefix}{key}", "a number", value)
+        return number
+
+    def number(self, block: Mapping[str, Any], key: str, prefix: str, positive: bool) -> float:
+        """A number; YAML 1.1 reads `1e-5` (no dot) as a string, so numeric strings count."""
+        full_key = f"{prefix}{key}"
+        value = block.get(key)
+        if value is None:
+            raise HardwareError(f"{self.where}: missing required key '{full_key}'")
+        number: float | None = None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        expected = "a positive number" if positive else "a non-negative number"
+        if number is None or not math.isfinite(number) or number < 0 or (positive and number == 0):
+            raise self.error(full_key, expected, value)
+        return number

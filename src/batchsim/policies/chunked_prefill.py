@@ -1,0 +1,159 @@
+"""Chunked prefill (Sarathi-Serve; vLLM v1's scheduler), DESIGN §4.
+
+Each step has a token budget. Decodes go first: running requests that need one token, in
+admission order, each reserving the KV for it or preempting the most recently admitted running
+request until it can. Prefill chunks fill what is left: running requests whose prompt is only
+partly computed continue first (admission order), then — only if nothing was preempted this
+step — waiting requests in the waiting queue's order (FCFS by default, policies/ordering.py).
+Each gets `min(uncomputed tokens, budget left, long_prefill_token_threshold)`, so a long prompt
+spreads over several steps and no decode waits behind more than one budget of prefill. KV is
+allocated for the tokens a step computes, so a prompt longer than the budget is fine; only one
+that could never fit the cache is rejected.
+"""
+
+from __future__ import annotations
+
+from batchsim.policies.admission import AdmissionControl, KVReserve
+from batchsim.policies.budget import StepBudget
+from batchsim.policies.iteration_level import (
+    schedule_all_decodes,
+)
+from batchsim.policies.ordering import WaitingQueue
+from batchsim.policies.preemption import PreemptionMode, allocate_or_preempt
+from batchsim.policies.queues import IterationLevelQueues
+from batchsim.policies.speculative import Speculation
+from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
+from batchsim.sim.request import Request
+from batchsim.sim.step_plan import StepOutcome, StepPlan
+
+
+class ChunkedPrefill(IterationLevelQueues):
+    def __init__(
+        self,
+        *,
+        pool: KVBlockPool,
+        token_budget: int,
+        max_num_seqs: int,
+        long_prefill_token_threshold: int | None = None,
+        preemption: PreemptionMode = "recompute",
+        swap_space: HostSwapSpace | None = None,
+        admission: AdmissionControl | None = None,
+        reserve: KVReserve | None = None,
+        ordering: WaitingQueue | None = None,
+        speculation: Speculation | None = None,
+    ) -> None:
+        threshold = long_prefill_token_threshold
+        if token_budget < 1 or max_num_seqs < 1 or (threshold is not None and threshold < 1):
+            raise ValueError("chunked prefill needs a token budget, max_num_seqs and a prefill "
+                             "threshold (if any) of at least 1")
+        super().__init__(pool=pool, max_num_seqs=max_num_seqs, preemption=preemption,
+                         swap_space=swap_space, admission=admission, reserve=reserve,
+                         ordering=ordering, speculation=speculation)
+        self.token_budget = token_budget
+        self.long_prefill_token_threshold = long_prefill_token_threshold
+        # True when the last step scheduled every running request and each emitted a token:
+        # then each has its first token and one pending token, the precondition of planning
+        # the next step in one pass (a request whose last prompt chunk is one token must not
+        # pass for a decode: it has no first token yet).
+        self._all_decoding = True
+
+    def add_request(self, request: Request, now: float) -> bool:
+        return self._enqueue(request, now)
+
+    def schedule(self, now: float) -> StepPlan:
+        plan = StepPlan()
+        budget = StepBudget(self.token_budget, self.max_num_seqs)
+        if not (self._all_decoding
+                and schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead,
+                                         stretch_ahead=self._stretch_ahead())):
+            self._schedule_running(plan, budget)
+        if self.waiting and not plan.preempted:
+            self._schedule_waiting(plan, budget, now)
+        return self._shape(plan)
+
+    def _chunk(self, request: Request, budget: StepBudget, cached_tokens: int = 0) -> int:
+        """Tokens `request` may compute this step: the rest of its prompt (or its one pending
+        token) beyond `cached_tokens` found in the prefix cache, capped by the budget left and
+        by the per-request prefill threshold."""
+        tokens = min(request.num_uncomputed_tokens - cached_tokens, budget.tokens_left)
+        if self.long_prefill_token_threshold is not None:
+            tokens = min(tokens, self.long_prefill_token_threshold)
+        return tokens
+
+    def _schedule_running(self, plan: StepPlan, budget: StepBudget) -> None:
+        """Decodes first, then the chunks of running requests still prefilling.
+
+        The choices are added to the plan only at the end: a prefill chunk that preempts may
+        evict a decode already chosen this step (it is newer), which then gives back its token.
+        """
+        chosen: dict[Request, tuple[int, int]] = {}  # tokens, and the budget they took
+        self._take_running(chosen, budget, plan, decodes=True)
+        self._take_running(chosen, budget, plan, decodes=False)
+        for request, (tokens, _) in chosen.items():
+            plan.add(request, tokens)
+
+    def _take_running(self, chosen: dict[Request, tuple[int, int]], budget: StepBudget,
+                      plan: StepPlan, *, decodes: bool) -> None:
+        index = 0
+        while index < len(self.running):
+            request = self.running[index]
+            index += 1
+            if (request.num_uncomputed_tokens == 1) != decodes:
+                continue
+            tokens = self._chunk(request, budget)
+            charge = tokens + self._lookahead_of(request, tokens)
+            if tokens == 0 or not budget.fits(charge):
+                break
+            if not self._allocate_or_preempt(request, charge, chosen, budget, plan):
+                break  # the request preempted itself: nothing after it is left to run
+            budget.take(charge)
+            chosen[request] = (tokens, charge)
+
+    def _allocate_or_preempt(self, request: Request, tokens: int,
+                             chosen: dict[Request, tuple[int, int]], budget: StepBudget,
+                             plan: StepPlan) -> bool:
+        """Reserve KV for `request`'s next `tokens`, preempting newest-first; False if it went.
+
+        A victim already chosen this step is unscheduled and its budget returned (as vLLM v1
+        does when a preemption evicts a request it had scheduled).
+        """
+        first_victim = len(plan.preempted)
+        kept = allocate_or_preempt(
+            request, request.num_computed_tokens + tokens, running=self.running,
+            waiting=self.waiting, pool=self.pool, mode=self.preemption,
+            swap_space=self.swap_space, plan=plan,
+        )
+        for victim in plan.preempted[first_victim:]:
+            if victim in chosen:
+                budget.tokens_left += chosen.pop(victim)[1]
+                budget.seqs_left += 1
+        return kept
+
+    def _schedule_waiting(self, plan: StepPlan, budget: StepBudget, now: float) -> None:
+        """Admission in queue order: the head blocks those behind it, as in vLLM."""
+        gate = self._reserve_gate()
+        while self.waiting:
+            if len(self.running) >= self.max_num_seqs:
+                budget.stop_reason = "max_num_seqs"
+                break
+            request = self.waiting.head()
+            cached = self._cached_prefix(request)
+            tokens = self._chunk(request, budget, cached * self.pool.block_size)
+            if (tokens == 0 or not budget.fits(tokens)
+                    or not self._try_admit(request, tokens, plan, budget, gate, now, cached)):
+                break
+
+    def _eviction_may_unblock(self) -> bool:
+        """A chunk needs fresh blocks only for its own tokens, so the cached blocks it would
+        reuse and pin cost it free blocks: evicting one of those can let it in."""
+        if not self.pool.prefix_caching or not self.waiting:
+            return False
+        head = self.waiting.head()
+        limit = self._cached_prefix(head)
+        return self.pool.evictable_prefix_blocks(head.prefix_keys, limit) > 0
+
+    def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
+        all_running = len(plan.requests) == len(self.running)
+        outcome = self._apply_step(plan, now)
+        self._all_decoding = all_running and len(outcome.emitted) == len(plan.requests)
+        return outcome

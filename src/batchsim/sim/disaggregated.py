@@ -1,0 +1,234 @@
+"""Disaggregated serving (DistServe, Splitwise; DESIGN §2): a prefill pool, a KV link, a decode
+pool.
+
+Each arrival becomes a *prefill stage* — a copy of the request whose output is its first token —
+routed to a prefill replica by the experiment's router. The stage's first token is the request's
+first token (TTFT). A request with more output then moves to a decode replica (the one with the
+fewest requests, then the most free KV blocks): it queues there until that replica has free
+blocks for its prompt, its KV crosses the link (latency + bytes / shared bandwidth), and it joins
+the decode batch. The prefill replica keeps the request's blocks until the transfer has arrived.
+
+With `layerwise`, the KV of each layer leaves as soon as it is computed: the decode replica is
+chosen when the step that completes the prefill starts, and once its blocks are reserved all
+but the last layer's share of the bytes (1 / num_layers) may cross during that step; the last
+layer's share follows when the step ends. Bytes cannot leave before a destination is reserved,
+so a transfer reserved after the prefill ended is sent whole.
+
+A request that could never fit a decode replica's cache is rejected on arrival, with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from batchsim.sim.dispatch import Dispatcher
+from batchsim.sim.engine import Replica, Simulation, StepCostModel, Traffic
+from batchsim.sim.kv_link import KVLink
+from batchsim.sim.policy_protocol import BatchingPolicy
+from batchsim.sim.request import Request, RequestStatus
+from batchsim.sim.routers import Router
+
+DECODE_KV_TOO_SMALL = "decode_kv_cache_too_small"
+
+
+class PrefillPoolPolicy(BatchingPolicy, Protocol):
+    """A prefill replica's policy (policies/disaggregated.py: PrefillPool)."""
+
+    def connect(self, *, keeps_kv: Callable[[Request], bool],
+                on_final_step: Callable[[Request], None] | None) -> None: ...
+
+    def release_kv(self, request_id: int) -> None: ...
+
+
+class DecodePoolPolicy(BatchingPolicy, Protocol):
+    """A decode replica's policy (policies/disaggregated.py: DecodePool)."""
+
+    def connect(self, on_reserved: Callable[[Request], None]) -> None: ...
+
+    def receive(self, request: Request) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSpec:
+    """The KV link: bandwidth in bytes/s (math.inf: unlimited), latency, pipelining."""
+
+    bandwidth_bytes_s: float
+    latency_s: float
+    layerwise: bool
+    num_layers: int  # the pipeline's depth with `layerwise`
+    kv_bytes_per_token: float  # of the whole model: what one prompt token sends
+
+
+@dataclass(slots=True)
+class Handoff:
+    """One request's passage from the prefill pool to the decode pool (times in seconds)."""
+
+    request: Request
+    stage: Request
+    num_bytes: float
+    prefill_replica: int = -1
+    decode_replica: int = -1  # index in the record (prefill replicas come first)
+    prefill_done: bool = False
+    first_part_sent: bool = False  # layer-wise: all but the last layer's share has left
+    transfer_start_s: float = math.nan
+    transfer_end_s: float = math.nan
+
+
+class _StagedDispatch:
+    """Hands each arrival to `arrive` (which sends its prefill stage to the real dispatch)."""
+
+    def __init__(self, inner: Dispatcher, arrive: Callable[[Request], None]) -> None:
+        self.inner = inner
+        self._arrive = arrive
+
+    def arrive(self, request: Request) -> None:
+        self._arrive(request)
+
+    def pump(self) -> None:
+        self.inner.pump()
+
+    def held(self) -> int:
+        return self.inner.held()
+
+
+class DisaggregatedSimulation(Simulation):
+    """A Simulation whose routed replicas are the prefill pool, plus a decode pool and a link."""
+
+    def __init__(
+        self, prefill: Sequence[PrefillPoolPolicy], decode: Sequence[DecodePoolPolicy], *,
+        prefill_cost: StepCostModel, decode_cost: StepCostModel, link: LinkSpec,
+        traffic: Traffic, router: Router | None = None, shared_queue: bool = False,
+        max_model_len: int | None = None, fast_path: bool = True,
+        on_progress: Callable[[float], None] | None = None,
+    ) -> None:
+        super().__init__(prefill, prefill_cost, traffic, router, max_model_len=max_model_len,
+                         fast_path=fast_path, on_progress=on_progress, shared_queue=shared_queue)
+        self.spec = link
+        self.link = KVLink(self.env, bandwidth_bytes_s=link.bandwidth_bytes_s,
+                           latency_s=link.latency_s)
+        first = len(self.replicas)
+        self.decode_replicas = [
+            Replica(self.env, first + i, policy, decode_cost, self.record, self._on_done,
+                    fast_path=fast_path, on_progress=on_progress)
+            for i, policy in enumerate(decode)
+        ]
+        self.record.num_replicas = first + len(decode)
+        self.record.kv_blocks_by_replica = [p.pool.num_blocks for p in (*prefill, *decode)]
+        self.handoffs: dict[int, Handoff] = {}  # every request's, kept for the outputs
+        self._prefill = list(prefill)
+        self._decode = list(decode)
+        self._in_system_now = 0  # requests that passed `_arrive` and have not ended
+        self._stage_dispatch = self.dispatch
+        self.dispatch = _StagedDispatch(self.dispatch, self._arrive)
+        on_final = self._final_step_starts if link.layerwise else None
+        for policy in prefill:
+            policy.connect(keeps_kv=self._keeps_kv, on_final_step=on_final)
+        for d in decode:
+            d.connect(self._start_transfer)
+
+    # --- arrival and the prefill stage --------------------------------------------------------
+
+    def _arrive(self, request: Request) -> None:
+        decode_pool = self.decode_replicas[0].policy.pool
+        need = decode_pool.blocks_for(request.prompt_tokens + request.output_tokens)
+        if need > decode_pool.num_blocks:
+            request.replica = -1
+            request.reject(f"needs {need} KV blocks for prompt+output, a decode replica has "
+                           f"{decode_pool.num_blocks}", kind=DECODE_KV_TOO_SMALL)
+            self._rejected(request)
+            return
+        stage = replace(request, output_tokens=1)  # every other field, tenant included, kept
+        self.handoffs[request.request_id] = Handoff(
+            request, stage, request.prompt_tokens * self.spec.kv_bytes_per_token)
+        self._in_system_now += 1
+        self._stage_dispatch.arrive(stage)
+
+    def _keeps_kv(self, stage: Request) -> bool:
+        return self.handoffs[stage.request_id].request.output_tokens > 1
+
+    def _final_step_starts(self, stage: Request) -> None:
+        handoff = self.handoffs[stage.request_id]
+        if handoff.request.output_tokens > 1 and handoff.decode_replica < 0:
+            self._route(handoff)
+
+    def _on_done(self, request: Request) -> None:
+        handoff = self.handoffs.get(request.request_id)
+        if handoff is not None and request is handoff.stage:
+            self._stage_done(handoff)
+            return
+        if handoff is not None:
+            self._in_system_now -= 1
+        super()._on_done(request)
+
+    def _stage_done(self, handoff: Handoff) -> None:
+        """The prefill stage finished (its first token is the request's) or was rejected."""
+        stage, request = handoff.stage, handoff.request
+        request.replica = handoff.prefill_replica = stage.replica
+        if stage.status is RequestStatus.REJECTED:
+            request.reject(f"prefill pool: {stage.reject_reason}", kind=stage.reject_kind)
+            self._rejected(request)
+            return
+        request.first_scheduled_s = stage.first_scheduled_s
+        request.first_token_s = request.last_token_s = stage.first_token_s
+        request.num_computed_tokens = stage.num_computed_tokens
+        request.num_generated = stage.num_generated
+        request.preemptions += stage.preemptions
+        request.recomputed_tokens += stage.recomputed_tokens
+        handoff.prefill_done = True
+        if request.output_tokens == 1:  # the first token was the whole answer
+            request.status = RequestStatus.FINISHED
+            request.finish_s = self.env.now
+            self._on_done(request)
+        elif handoff.decode_replica < 0:
+            self._route(handoff)
+        elif handoff.first_part_sent:
+            self._send_last_layer(handoff)
+
+    # --- decode side and the link -------------------------------------------------------------
+
+    def _route(self, handoff: Handoff) -> None:
+        """To the decode replica with the fewest requests, then the most free KV blocks."""
+        def load(replica: Replica) -> tuple[int, int, int]:
+            policy = replica.policy
+            return (policy.num_running + policy.num_waiting, -replica.free_kv_blocks(),
+                    replica.index)
+
+        target = min(self.decode_replicas, key=load)
+        handoff.decode_replica = target.index
+        target.submit(handoff.request)
+
+    def _start_transfer(self, request: Request) -> None:
+        """Its blocks are reserved at the decode replica: send the KV."""
+        handoff = self.handoffs[request.request_id]
+        handoff.transfer_start_s = self.env.now
+        if self.spec.layerwise and not handoff.prefill_done and self.spec.num_layers > 1:
+            share = (self.spec.num_layers - 1) / self.spec.num_layers
+            self.link.send(handoff.num_bytes * share,
+                           lambda: self._first_part_sent(handoff), pay_latency=False)
+        else:
+            self.link.send(handoff.num_bytes, lambda: self._delivered(handoff))
+
+    def _first_part_sent(self, handoff: Handoff) -> None:
+        handoff.first_part_sent = True
+        if handoff.prefill_done:
+            self._send_last_layer(handoff)
+
+    def _send_last_layer(self, handoff: Handoff) -> None:
+        self.link.send(handoff.num_bytes / self.spec.num_layers,
+                       lambda: self._delivered(handoff))
+
+    def _delivered(self, handoff: Handoff) -> None:
+        """The KV is at the decode replica: the prefill replica's blocks are free again."""
+        handoff.transfer_end_s = self.env.now
+        prefill = self.replicas[handoff.prefill_replica]
+        self._prefill[handoff.prefill_replica].release_kv(handoff.request.request_id)
+        prefill.wake()
+        index = handoff.decode_replica - len(self.replicas)
+        self._decode[index].receive(handoff.request)
+        self.decode_replicas[index].wake()
+
+    def _in_system(self) -> int:
+        return self._in_system_now

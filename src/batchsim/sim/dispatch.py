@@ -1,0 +1,94 @@
+"""How arrivals reach replicas: routed on arrival, or held in one shared FCFS queue.
+
+With a router each request is assigned to a replica the moment it arrives and queues there.
+With a shared queue it waits in one central FIFO and goes to the first replica (lowest index)
+that has room to start it — the multi-server queue of queueing theory (M/M/c at batch size 1).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from batchsim.sim.policy_protocol import BatchingPolicy
+from batchsim.sim.request import Request
+from batchsim.sim.routers import ReplicaLoad, Router
+
+
+class Submittable(Protocol):
+    """What a dispatcher needs from a replica."""
+
+    policy: BatchingPolicy
+
+    def submit(self, request: Request) -> bool: ...
+
+    def free_kv_blocks(self) -> int: ...
+
+    def cached_prefix_blocks(self, request: Request) -> int: ...
+
+
+class Dispatcher(Protocol):
+    def arrive(self, request: Request) -> None:
+        """Take a new request (already checked against max_model_len)."""
+        ...
+
+    def pump(self) -> None:
+        """A replica's state changed: hand out what can now start."""
+        ...
+
+    def held(self) -> int:
+        """Requests waiting in the dispatcher itself, not yet at any replica."""
+        ...
+
+
+OnRejected = Callable[[Request], None]
+
+
+class RoutedDispatch:
+    def __init__(self, replicas: Sequence[Submittable], router: Router,
+                 on_rejected: OnRejected) -> None:
+        self.replicas = replicas
+        self.router = router
+        self.on_rejected = on_rejected
+
+    def arrive(self, request: Request) -> None:
+        if len(self.replicas) == 1:  # nothing to choose: skip measuring the load
+            if not self.replicas[0].submit(request):
+                self.on_rejected(request)
+            return
+        loads = [ReplicaLoad(r.policy.num_running + r.policy.num_waiting, r.free_kv_blocks(),
+                             r.cached_prefix_blocks(request) if request.prefix_keys else 0)
+                 for r in self.replicas]
+        index = self.router(loads, request.request_id)
+        if not self.replicas[index].submit(request):
+            self.on_rejected(request)
+
+    def pump(self) -> None:
+        return None
+
+    def held(self) -> int:
+        return 0
+
+
+class SharedQueueDispatch:
+    def __init__(self, replicas: Sequence[Submittable], on_rejected: OnRejected) -> None:
+        self.replicas = replicas
+        self.on_rejected = on_rejected
+        self.queue: deque[Request] = deque()
+
+    def arrive(self, request: Request) -> None:
+        self.queue.append(request)
+        self.pump()
+
+    def pump(self) -> None:
+        while self.queue:
+            replica = next((r for r in self.replicas if r.policy.has_room()), None)
+            if replica is None:
+                return
+            request = self.queue.popleft()
+            if not replica.submit(request):
+                self.on_rejected(request)
+
+    def held(self) -> int:
+        return len(self.queue)

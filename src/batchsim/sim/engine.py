@@ -1,0 +1,506 @@
+"""The SimPy engine: arrivals, a router, and one stepping process per replica (DESIGN §2)."""
+
+from __future__ import annotations
+
+import gc
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Protocol
+
+import numpy as np
+import simpy
+
+from batchsim.sim.dispatch import Dispatcher, RoutedDispatch, SharedQueueDispatch
+from batchsim.sim.policy_protocol import BatchingPolicy
+from batchsim.sim.recorder import RunRecord
+from batchsim.sim.request import Request, RequestStatus
+from batchsim.sim.routers import Router, round_robin
+from batchsim.sim.step_plan import StepPlan
+from batchsim.sim.stretch import (
+    ExactGrowth,
+    ListedGrowth,
+    advance_decode_steps,
+    decode_horizon,
+    kv_growth,
+)
+from batchsim.workloads.prefix_blocks import PrefixBlocks, pool_block_keys
+from batchsim.workloads.sessions import Sessions
+
+# Progress is reported every this many steps of a replica (cheap enough, frequent enough).
+_PROGRESS_EVERY_STEPS = 4096
+# A closed-loop user whose requests are all rejected would loop forever at one instant.
+_MAX_REJECTIONS_IN_A_ROW = 10_000
+
+
+Process = Generator[simpy.Event, object, None]
+
+
+class StepCostModel(Protocol):
+    """What the engine needs from a cost model (RooflineCostModel implements it)."""
+
+    def step_time(
+        self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
+        verifying: np.ndarray | None = None,
+    ) -> _HasSeconds: ...
+
+    def step_seconds(
+        self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
+    ) -> float: ...
+
+    def swap_time(self, num_tokens: int) -> float: ...
+
+    def decode_step_list(
+        self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
+        num_steps: int, within_s: float = ...,
+    ) -> list[float]: ...
+
+
+class _HasSeconds(Protocol):
+    @property
+    def seconds(self) -> float: ...
+
+
+class SimulationStalled(RuntimeError):
+    """Requests were left neither finished nor rejected: a policy bug, never silently ignored."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLoopTraffic:
+    """Requests with fixed arrival times (synthetic or from a trace)."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    # Multi-tenant workloads: each request's tenant index and priority (None: all 0).
+    tenant: np.ndarray | None = None
+    priority: np.ndarray | None = None
+    # Prompt block ids per request (Mooncake `hash_ids`, sessions), for prefix caching.
+    prefix_blocks: PrefixBlocks | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoopTraffic:
+    """`concurrency` users, each sending its next request when the previous one ends."""
+
+    concurrency: int
+    think_time_s: float
+    lengths: Callable[[], Iterator[tuple[int, int]]]  # a fresh, deterministic stream per run
+    num_requests: int | None
+    duration_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTraffic:
+    """Multi-turn sessions, each a closed loop: a turn is sent `think_time_s` after the
+    previous turn of its session ended (workloads/sessions.py)."""
+
+    sessions: Sessions
+    think_time_s: float
+    num_requests: int | None
+    duration_s: float | None
+
+
+Traffic = OpenLoopTraffic | ClosedLoopTraffic | SessionTraffic
+
+
+class Replica:
+    """One model instance: a SimPy process that plans, times and applies steps."""
+
+    def __init__(
+        self, env: simpy.Environment, index: int, policy: BatchingPolicy,
+        cost_model: StepCostModel, record: RunRecord, on_done: Callable[[Request], None],
+        *, fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
+        on_state_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.env = env
+        self.index = index
+        self.policy = policy
+        self.cost_model = cost_model
+        self.record = record
+        self.on_done = on_done
+        self.fast_path = fast_path
+        self.on_progress = on_progress
+        self.on_state_change = on_state_change
+        self._steps = 0
+        # A stretch in flight: step end times, cumulative blocks taken, free blocks and
+        # uncached free blocks when it started.
+        self._stretch: tuple[list[float], ExactGrowth | ListedGrowth, int, int] | None = None
+        self._wake = env.event()
+        # When the next arrival is known to come to this replica (set by the Simulation),
+        # the time of it: a stretch is then priced only up to the step it lands in.
+        self.next_arrival_s: Callable[[], float] | None = None
+        env.process(self._run())
+
+    def submit(self, request: Request) -> bool:
+        request.replica = self.index
+        accepted = self.policy.add_request(request, self.env.now)
+        if accepted and not self._wake.triggered:
+            self._wake.succeed()
+        return accepted
+
+    def wake(self) -> None:
+        """Plan again now: something outside the policy changed what it may do (a KV transfer
+        freed its blocks or delivered a request). Mid-stretch this cuts the stretch exactly as
+        an arrival does."""
+        if not self._wake.triggered:
+            self._wake.succeed()
+
+    def free_kv_blocks(self) -> int:
+        """Free KV blocks now, as stepping one by one would have them mid-stretch."""
+        if self._stretch is None:
+            return self.policy.pool.num_free
+        ends, growth, free_at_start, _ = self._stretch
+        return free_at_start - self._blocks_taken_in_stretch(ends, growth)
+
+    def _blocks_taken_in_stretch(self, ends: list[float],
+                                 growth: ExactGrowth | ListedGrowth) -> int:
+        # Steps whose start has passed have allocated their blocks.
+        return growth.at(min(bisect_right(ends, self.env.now), len(ends) - 1))
+
+    def cached_prefix_blocks(self, request: Request) -> int:
+        """Leading prompt blocks of `request` cached here now (prefix caching), as stepping one
+        by one would have them mid-stretch: the blocks taken beyond the uncached free ones
+        have evicted the least recently used cached blocks."""
+        pool = self.policy.pool
+        limit = (request.prompt_tokens - 1) // pool.block_size
+        evicted = 0
+        if self._stretch is not None:
+            ends, growth, _, uncached_at_start = self._stretch
+            evicted = max(0, self._blocks_taken_in_stretch(ends, growth) - uncached_at_start)
+        return pool.cached_prefix_blocks(request.prefix_keys, limit, evicted=evicted)
+
+    def _idle(self, wake_at: float | None) -> simpy.Event:
+        if wake_at is None:
+            return self._wake
+        return self._wake | self.env.timeout(max(0.0, wake_at - self.env.now))
+
+    def _run(self) -> Process:
+        env = self.env
+        while True:
+            if not self.policy.has_work():
+                yield self._wake
+                self._wake = env.event()
+                continue
+            plan = self.policy.schedule(env.now)
+            if self.on_state_change is not None:
+                self.on_state_change()  # admission may have made room for queued requests
+            if plan.is_empty:
+                yield self._idle(plan.wake_at)
+                if self._wake.triggered:
+                    self._wake = env.event()
+                continue
+            steps = self._repeatable_steps(plan)
+            if steps > 1:
+                yield from self._run_stretch(plan, steps)
+            else:
+                yield from self._run_step(plan)
+
+    def _repeatable_steps(self, plan: StepPlan) -> int:
+        """How many steps the fast path may take in one event (1: step normally)."""
+        if not self.fast_path or plan.preempted or plan.swap_tokens:
+            return 1
+        horizon = decode_horizon(plan)
+        return self.policy.repeatable_steps(plan, horizon) if horizon > 1 else 1
+
+    def _run_step(self, plan: StepPlan) -> Process:
+        start = self.env.now
+        if plan.verifying is None:  # priced from the plan's lists (see `step_seconds`)
+            duration = self.cost_model.step_seconds(*plan.cost_lists(), plan.num_emitting)
+        else:  # speculative verification
+            duration = self.cost_model.step_time(
+                plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting,
+                plan.verifying).seconds
+        if plan.swap_tokens:
+            duration += self.cost_model.swap_time(plan.swap_tokens)
+        duration += plan.draft_seconds  # speculative decoding's drafter runs first
+        yield self.env.timeout(duration)
+        self._finish_step(plan, start, duration)
+
+    def _run_stretch(self, plan: StepPlan, steps: int) -> Process:
+        """Up to `steps` decode steps in one event, cut short exactly by an arrival.
+
+        An arrival during step j joins the batch at the end of step j, as it would stepping one
+        by one, so the stretch stops there: steps 0..j-1 are applied in bulk, step j normally.
+        """
+        env = self.env
+        start = env.now
+        arrival = math.inf if self.next_arrival_s is None else self.next_arrival_s()
+        # Plain floats throughout: a stretch is a few dozen steps, where list operations cost
+        # less than numpy calls. (And SimPy's clock must not carry numpy scalars: they would
+        # make all later time arithmetic several times slower.)
+        durations = self.cost_model.decode_step_list(*plan.cost_lists(), plan.num_emitting,
+                                                     steps, arrival - start)
+        ends = list(accumulate(durations, initial=start))  # sequential sums, as a cumsum
+        del ends[0]
+        if arrival <= ends[-1]:
+            # The next arrival cuts the stretch at the end of the step it lands in: the
+            # stretch is planned that long. (Should it not come here after all — rejected on
+            # arrival — the replica plans again at that step's end, as after any stretch.)
+            steps = bisect_left(ends, arrival) + 1
+            del ends[steps:], durations[steps:]
+        waiting = self.policy.num_waiting  # constant until the arrival that ends the stretch
+        growth = kv_growth(plan, self.policy.pool, steps)
+        pool = self.policy.pool
+        self._stretch = (ends, growth, pool.num_free, pool.num_free_uncached)
+        self._wake = env.event()
+        last_end = ends[-1]
+        yield _first_of(env, self._wake, env.timeout(last_end - start))
+        if env.now < last_end:  # woken by an arrival
+            steps = bisect_left(ends, env.now) + 1
+            step_end = ends[steps - 1]
+            if step_end > env.now:
+                yield env.timeout(step_end - env.now)
+        self._stretch = None
+        if steps == 1:
+            self._finish_step(plan, start, durations[0])
+            return
+        # The steps before the last in bulk, with the last step's tokens (its gaps are the
+        # batch's, like the steps' before it); then the last step through the policy.
+        advance_decode_steps(
+            plan, ends[: steps - 1], durations[: steps - 1],
+            growth.cumulative(steps - 1, initial=pool.num_used),
+            pool=pool, record=self.record, replica=self.index,
+            num_waiting=waiting, last_end=env.now,
+        )
+        self._steps += steps - 1
+        self._finish_step(plan, ends[steps - 2], durations[steps - 1], tokens_recorded=True)
+
+    def _finish_step(self, plan: StepPlan, start: float, duration: float,
+                     tokens_recorded: bool = False) -> None:
+        """Apply the step that just ended, record it, and hand finished requests back
+        (`tokens_recorded`: a stretch's last step, whose tokens `advance_decode_steps`
+        recorded)."""
+        now = self.env.now
+        policy, record = self.policy, self.record
+        outcome = policy.on_step_done(plan, now)
+        if not tokens_recorded:
+            record.record_tokens(outcome.emitted, now)
+        record.steps.append(
+            start, duration, self.index, len(plan.requests),
+            plan.total_new_tokens + plan.verified_tokens, outcome.num_tokens,
+            policy.pool.num_used, policy.num_waiting, len(plan.preempted),
+        )
+        for request in outcome.finished:
+            request.finish_s = now
+            self.on_done(request)
+        if self.on_state_change is not None:
+            self.on_state_change()
+        self._steps += 1
+        if self.on_progress is not None and self._steps % _PROGRESS_EVERY_STEPS == 0:
+            self.on_progress(now)
+
+
+def _first_of(env: simpy.Environment, wake: simpy.Event, timeout: simpy.Event) -> simpy.Event:
+    """`wake | timeout` (SimPy's AnyOf) without its bookkeeping: an event that succeeds when
+    the first of the two is processed. It schedules exactly what AnyOf schedules, in the same
+    order (itself, once, when the first of the two is processed), so simultaneous events keep
+    their order; it is cheaper because a stretch waits on one at every scheduling event."""
+    first = env.event()
+
+    def fire(_: simpy.Event) -> None:
+        if not first.triggered:
+            first.succeed()
+
+    # The second event, processed later, finds `first` triggered and does nothing: the
+    # callback may stay on it (AnyOf removes its own; the difference is unobservable).
+    wake.callbacks.append(fire)
+    timeout.callbacks.append(fire)
+    return first
+
+
+# The cyclic garbage collector's thresholds while simulating (the default is (700, 10, 10)).
+_GC_THRESHOLDS = (100_000, 10, 10)
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Collect cyclic garbage less often while simulating. A run allocates millions of objects
+    that live to its end (requests, log columns) and almost no reference cycles (a few dozen
+    in a whole run of benchmark (a) or (b), measured), so the collector's scans of the young
+    objects every 700 allocations are wasted work: about 3% of benchmark (b). Garbage is still
+    collected, in the same generations, in larger batches; the thresholds are restored after."""
+    previous = gc.get_threshold()
+    gc.set_threshold(*_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+
+
+class Simulation:
+    """Wires traffic, router and replicas; `run()` simulates until every request has ended."""
+
+    def __init__(
+        self, policies: Sequence[BatchingPolicy], cost_model: StepCostModel,
+        traffic: Traffic, router: Router | None = None, max_model_len: int | None = None,
+        fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
+        shared_queue: bool = False,
+    ) -> None:
+        self.env = simpy.Environment()
+        self.record = RunRecord(
+            kv_blocks_per_replica=policies[0].pool.num_blocks, num_replicas=len(policies)
+        )
+        self.dispatch: Dispatcher
+        pump = self._pump if shared_queue else None
+        self.replicas = [
+            Replica(self.env, i, p, cost_model, self.record, self._on_done,
+                    fast_path=fast_path, on_progress=on_progress, on_state_change=pump)
+            for i, p in enumerate(policies)
+        ]
+        if shared_queue:
+            self.dispatch = SharedQueueDispatch(self.replicas, self._rejected)
+        else:
+            self.dispatch = RoutedDispatch(self.replicas, router or round_robin, self._rejected)
+        self.traffic = traffic
+        self.max_model_len = max_model_len
+        self._done_events: dict[int, simpy.Event] = {}
+        self._progress = self.env.event()  # succeeds at the first finish while waited on
+        self._upcoming_arrival_s = math.inf  # open loop: the next arrival not yet submitted
+
+    def _next_arrival_s(self) -> float:
+        return self._upcoming_arrival_s
+
+    def run(self) -> RunRecord:
+        if isinstance(self.traffic, OpenLoopTraffic):
+            if len(self.replicas) == 1 and isinstance(self.dispatch, RoutedDispatch):
+                # Every arrival comes to the lone replica and cuts its stretch.
+                self.replicas[0].next_arrival_s = self._next_arrival_s
+            self.env.process(self._open_loop(self.traffic))
+        elif isinstance(self.traffic, SessionTraffic):
+            for session in range(self.traffic.sessions.start_s.size):
+                self.env.process(self._session(self.traffic, session))
+        else:
+            self._start_closed_loop(self.traffic)
+        with _fewer_collections():
+            self.env.run()
+        unfinished = [r.request_id for r in self.record.requests if not r.is_finished]
+        if unfinished:
+            raise SimulationStalled(
+                f"{len(unfinished)} requests never finished (first ids {unfinished[:5]})"
+            )
+        return self.record
+
+    def _in_system(self) -> int:
+        if len(self.replicas) == 1:  # counted at every arrival and finish: no generator
+            policy = self.replicas[0].policy
+            return policy.num_running + policy.num_waiting + self.dispatch.held()
+        queued = sum(r.policy.num_running + r.policy.num_waiting for r in self.replicas)
+        return queued + self.dispatch.held()
+
+    def _submit(self, prompt: int, output: int, tenant: int = 0, priority: int = 0,
+                prefix: tuple[np.ndarray, int] | None = None) -> Request:
+        request = Request(len(self.record.requests), self.env.now, prompt, output,
+                          tenant=tenant, priority=priority)
+        pool = self.replicas[0].policy.pool
+        if prefix is not None and pool.prefix_caching:
+            request.prefix_keys = pool_block_keys(prefix[0], prefix[1], pool.block_size, prompt)
+        self.record.requests.append(request)
+        if self.max_model_len is not None and prompt + output > self.max_model_len:
+            request.replica = -1
+            request.reject(f"prompt+output of {prompt + output} tokens exceeds max_model_len="
+                           f"{self.max_model_len}", kind="max_model_len")
+            self._rejected(request)
+            return request
+        self.dispatch.arrive(request)
+        if not request.is_finished:
+            self.record.record_occupancy(self.env.now, self._in_system())
+        return request
+
+    def _rejected(self, request: Request) -> None:
+        request.finish_s = self.env.now
+        self._on_done(request)
+
+    def _pump(self) -> None:
+        """A replica admitted or finished requests: the shared queue may hand out more."""
+        held = self.dispatch.held()
+        self.dispatch.pump()
+        if self.dispatch.held() != held:
+            self.record.record_occupancy(self.env.now, self._in_system())
+
+    def _on_done(self, request: Request) -> None:
+        if request.status is not RequestStatus.REJECTED:
+            self.record.record_occupancy(self.env.now, self._in_system())
+            # Only a closed-loop user retrying after a rejection waits on it: with no one
+            # waiting, succeeding would schedule an event whose processing does nothing (one
+            # per finished request), so the untriggered event is kept for a later waiter.
+            if self._progress.callbacks and not self._progress.triggered:
+                self._progress.succeed()
+                self._progress = self.env.event()
+        event = self._done_events.pop(request.request_id, None)
+        if event is not None:
+            event.succeed()
+
+    def _open_loop(self, traffic: OpenLoopTraffic) -> Process:
+        zeros = [0] * traffic.arrival_s.size
+        tenants = zeros if traffic.tenant is None else traffic.tenant.tolist()
+        priorities = zeros if traffic.priority is None else traffic.priority.tolist()
+        blocks = traffic.prefix_blocks
+        for index, (t, prompt, output, tenant, priority) in enumerate(zip(
+            traffic.arrival_s.tolist(), traffic.prompt_tokens.tolist(),
+            traffic.output_tokens.tolist(), tenants, priorities, strict=True,
+        )):
+            if t > self.env.now:
+                self._upcoming_arrival_s = t
+                yield self.env.timeout(t - self.env.now)
+            prefix = None if blocks is None else (blocks.blocks_of(index), blocks.block_tokens)
+            self._submit(prompt, output, tenant, priority, prefix)
+        self._upcoming_arrival_s = math.inf
+
+    def _start_closed_loop(self, traffic: ClosedLoopTraffic) -> None:
+        lengths = traffic.lengths()
+        for _ in range(traffic.concurrency):
+            self.env.process(self._user(traffic, lengths))
+
+    def _session(self, traffic: SessionTraffic, session: int) -> Process:
+        """One conversation: its turns in order, each after the previous one ended (a turn
+        rejected on arrival ends too) and the think time."""
+        sessions = traffic.sessions
+        yield self.env.timeout(float(sessions.start_s[session]))
+        for turn in sessions.turns_of(session).tolist():
+            if not self._may_send(traffic):
+                return
+            blocks = sessions.prefix_blocks
+            request = self._submit(int(sessions.prompt_tokens[turn]),
+                                   int(sessions.output_tokens[turn]),
+                                   prefix=(blocks.blocks_of(turn), blocks.block_tokens))
+            if not request.is_finished:
+                done = self.env.event()
+                self._done_events[request.request_id] = done
+                yield done
+            if traffic.think_time_s > 0:
+                yield self.env.timeout(traffic.think_time_s)
+
+    def _may_send(self, traffic: ClosedLoopTraffic | SessionTraffic) -> bool:
+        if traffic.num_requests is not None and len(self.record.requests) >= traffic.num_requests:
+            return False
+        return traffic.duration_s is None or self.env.now < traffic.duration_s
+
+    def _user(
+        self, traffic: ClosedLoopTraffic, lengths: Iterator[tuple[int, int]]
+    ) -> Process:
+        rejected_in_a_row = 0
+        while self._may_send(traffic):
+            prompt, output = next(lengths)
+            done = self.env.event()
+            request = self._submit(prompt, output)
+            if request.is_finished:  # rejected on arrival
+                rejected_in_a_row += 1
+                if rejected_in_a_row >= _MAX_REJECTIONS_IN_A_ROW:
+                    raise SimulationStalled(
+                        f"closed-loop user got {rejected_in_a_row} rejections in a row "
+                        f"(last: {request.reject_reason}); no request can be served"
+                    )
+                if self._in_system():
+                    # Retry once the system has made progress (a request finished), not in
+                    # a loop at the same instant against an unchanged full queue.
+                    yield self._progress
+                continue
+            rejected_in_a_row = 0
+            self._done_events[request.request_id] = done
+            yield done
+            if traffic.think_time_s > 0:
+                yield self.env.timeout(traffic.think_time_s)
