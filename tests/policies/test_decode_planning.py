@@ -6,9 +6,10 @@ from hypothesis import strategies as st
 from batchsim.policies.budget import StepBudget
 from batchsim.policies.iteration_level import schedule_all_decodes
 from batchsim.sim.kv_cache import KVBlockPool
+from batchsim.sim.kv_growth import ExactGrowth
 from batchsim.sim.request import Request
 from batchsim.sim.step_plan import StepPlan
-from batchsim.sim.stretch import ExactGrowth, decode_horizon
+from batchsim.sim.stretch import decode_horizon
 
 
 def _running_batch(block_size: int, lengths: list[tuple[int, int, int]]) -> tuple[

@@ -13,9 +13,9 @@ from batchsim.policies.chunked_prefill import ChunkedPrefill
 from batchsim.policies.continuous import ContinuousBatching
 from batchsim.policies.disaggregated import DecodePool, PrefillPool
 from batchsim.sim.disaggregated import DECODE_KV_TOO_SMALL, DisaggregatedSimulation, LinkSpec
-from batchsim.sim.engine import OpenLoopTraffic
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
 from batchsim.sim.request import RequestStatus
+from batchsim.sim.traffic import OpenLoopTraffic
 from tests.policies.test_invariants import LinearCost, workloads
 
 BLOCK = 16

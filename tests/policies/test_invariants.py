@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from batchsim.policies.chunked_prefill import ChunkedPrefill
 from batchsim.policies.continuous import ContinuousBatching
 from batchsim.policies.static import StaticBatching
-from batchsim.sim.engine import ClosedLoopTraffic, OpenLoopTraffic, Simulation
+from batchsim.sim.engine import Simulation
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
 from batchsim.sim.request import RequestStatus
+from batchsim.sim.traffic import ClosedLoopTraffic, OpenLoopTraffic
 from tests.policies.checked_policy import CheckedPolicy
 
 

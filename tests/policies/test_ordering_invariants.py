@@ -23,10 +23,11 @@ from batchsim.policies.ordering import (
     shortest_prompt_key,
 )
 from batchsim.policies.static import StaticBatching
-from batchsim.sim.engine import OpenLoopTraffic, Simulation
+from batchsim.sim.engine import Simulation
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
 from batchsim.sim.request import Request
 from batchsim.sim.step_plan import StepOutcome, StepPlan
+from batchsim.sim.traffic import OpenLoopTraffic
 from tests.policies.checked_policy import CheckedPolicy
 from tests.policies.test_invariants import LinearCost, _check_conservation, workloads
 

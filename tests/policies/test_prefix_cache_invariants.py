@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from batchsim.policies.chunked_prefill import ChunkedPrefill
 from batchsim.policies.continuous import ContinuousBatching
-from batchsim.sim.engine import OpenLoopTraffic, Simulation
+from batchsim.sim.engine import Simulation
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
 from batchsim.sim.request import RequestStatus
+from batchsim.sim.traffic import OpenLoopTraffic
 from batchsim.workloads.prefix_blocks import PrefixBlocks
 from tests.policies.checked_policy import CheckedPolicy
 from tests.policies.test_invariants import LinearCost

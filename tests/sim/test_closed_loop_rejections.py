@@ -34,8 +34,9 @@ def test_finishes_schedule_no_progress_event_when_no_user_waits_for_one() -> Non
     import numpy as np
 
     from batchsim.policies.continuous import ContinuousBatching
-    from batchsim.sim.engine import OpenLoopTraffic, Simulation
+    from batchsim.sim.engine import Simulation
     from batchsim.sim.kv_cache import KVBlockPool
+    from batchsim.sim.traffic import OpenLoopTraffic
     from tests.policies.test_invariants import LinearCost
 
     traffic = OpenLoopTraffic(np.array([0.0, 0.5, 0.5, 2.0]), np.array([30, 5, 70, 9]),

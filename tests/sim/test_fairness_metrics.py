@@ -15,8 +15,9 @@ from batchsim.metrics.fairness import (
     slowdown_by_prompt_bucket,
 )
 from batchsim.policies.continuous import ContinuousBatching
-from batchsim.sim.engine import OpenLoopTraffic, Simulation
+from batchsim.sim.engine import Simulation
 from batchsim.sim.kv_cache import KVBlockPool
+from batchsim.sim.traffic import OpenLoopTraffic
 from tests.policies.test_invariants import LinearCost
 
 
@@ -53,19 +54,14 @@ def test_slowdown_buckets_by_prompt_length_leave_empty_ones_out():
     assert buckets["16384+"]["p50"] == 8.0
 
 
-class _StepTimeOnly:
-    """A cost model seen through `step_time` and `decode_step_seconds` only (no list pricing),
-    so that `isolated_service_s` takes its general path."""
-
-    def __init__(self, cost) -> None:
-        self._cost = cost
-
-    def step_time(self, new_tokens, context_tokens, num_emitting):
-        return self._cost.step_time(new_tokens, context_tokens, num_emitting)
-
-    def decode_step_seconds(self, new_tokens, context_tokens, num_emitting, num_steps):
-        return self._cost.decode_step_seconds(new_tokens, context_tokens, num_emitting,
-                                              num_steps)
+def _service_priced_by_step_time(cost, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
+    """`isolated_service_s` the long way: every prefill priced by `step_time`."""
+    decode = cost.decode_step_seconds(np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                                      1, int((prompt + output).max()))
+    before = np.concatenate(([0.0], np.cumsum(decode)))
+    prefill = np.array([cost.step_time(np.array([p]), np.zeros(1, dtype=np.int64), 1).seconds
+                        for p in prompt.tolist()])
+    return prefill + (before[prompt + output - 1] - before[prompt])
 
 
 @pytest.mark.parametrize("tensor_parallel", [1, 4])
@@ -80,5 +76,5 @@ def test_prefills_priced_from_lists_equal_step_time_bit_for_bit(tensor_parallel)
     prompt = np.concatenate(([1, 16, 17, 8191], rng.integers(1, 9000, 300)))
     output = rng.integers(1, 500, prompt.size)
     fast = isolated_service_s(prompt, output, cost)
-    general = isolated_service_s(prompt, output, _StepTimeOnly(cost))
+    general = _service_priced_by_step_time(cost, prompt, output)
     assert fast.tobytes() == general.tobytes()

@@ -1,4 +1,4 @@
-"""Step cost of mixture-of-experts and MLA models (batchsim.gpu.moe_cost through batchsim.gpu.cost_model)."""
+"""Step cost of mixture-of-experts and MLA models (gpu.moe_cost through gpu.cost_model)."""
 
 from __future__ import annotations
 

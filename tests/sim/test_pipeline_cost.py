@@ -1,4 +1,4 @@
-"""The pipelined step cost: fill, steady state, bubble and hand-offs (batchsim/gpu/pipeline_cost.py)."""
+"""The pipelined step cost: fill, steady state, bubble and hand-offs (gpu/pipeline_cost.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Memory per GPU under pipeline parallelism: each GPU holds its stage's layers (batchsim/gpu/memory.py)."""
+"""Memory per GPU under pipeline parallelism: each GPU holds its stage's layers (gpu/memory.py)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from batchsim.sim.kv_cache import KVBlockPool
-from batchsim.workloads.prefix_blocks import pool_block_keys
+from batchsim.sim.kv_cache import KVBlockPool, pool_block_keys
 
 
 def _pool(num_blocks: int = 8) -> KVBlockPool:

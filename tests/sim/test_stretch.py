@@ -5,15 +5,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchsim.sim.kv_cache import KVBlockPool
+from batchsim.sim.kv_growth import ExactGrowth, extra_blocks_by_step
 from batchsim.sim.recorder import RunRecord
 from batchsim.sim.request import Request
 from batchsim.sim.step_plan import StepPlan
-from batchsim.sim.stretch import (
-    ExactGrowth,
-    advance_decode_steps,
-    exact_blocks_by_step,
-    extra_blocks_by_step,
-)
+from batchsim.sim.stretch import advance_decode_steps
+
+
+def _exact_blocks_by_step(contexts: list[int], block_size: int, num_steps: int) -> np.ndarray:
+    """`extra_blocks_by_step` of a batch whose allocation is exact, by `ExactGrowth`."""
+    return np.array(ExactGrowth.of(contexts, block_size).cumulative(num_steps), dtype=np.int64)
 
 
 @settings(max_examples=300, deadline=None)
@@ -36,7 +37,7 @@ def test_exact_allocation_growth_equals_the_general_count(data, block_size, step
     contexts = data.draw(st.lists(st.integers(0, 5000), min_size=n, max_size=n))
     tokens = np.array(contexts) + 1
     held = -(-tokens // block_size)
-    assert (exact_blocks_by_step(contexts, block_size, steps).tolist()
+    assert (_exact_blocks_by_step(contexts, block_size, steps).tolist()
             == extra_blocks_by_step(tokens, held, block_size, steps).tolist())
 
 
@@ -48,7 +49,7 @@ def test_exact_growth_answers_without_the_array(data, block_size, horizon, free)
     n = data.draw(st.integers(1, 40))
     contexts = data.draw(st.lists(st.integers(0, 5000), min_size=n, max_size=n))
     growth = ExactGrowth.of(contexts, block_size)
-    counts = exact_blocks_by_step(contexts, block_size, horizon)
+    counts = _exact_blocks_by_step(contexts, block_size, horizon)
     assert growth.steps_within(free, horizon) == int(np.searchsorted(counts, free, side="right"))
     assert [growth.at(step) for step in range(horizon)] == counts.tolist()
     assert growth.cumulative(horizon) == counts.tolist()

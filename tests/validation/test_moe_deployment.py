@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import yaml
 
+from batchsim.experiment.deployment import Deployment, resolve_deployment
 from batchsim.experiment.loader import ConfigError, load_experiment
-from batchsim.experiment.runner import Deployment, resolve_deployment
 from batchsim.gpu.model_spec import ModelError
 from tests.validation.experiment_builder import base_experiment, run_dict
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from batchsim.experiment.deployment import resolve_deployment
 from batchsim.experiment.loader import load_experiment
 from batchsim.experiment.outputs import write_results
-from batchsim.experiment.runner import resolve_deployment
 from batchsim.gpu.cost_model import RooflineCostModel
 from batchsim.gpu.model_spec import ModelError
 from batchsim.gpu.pipeline_cost import PipelineCostModel

@@ -9,7 +9,7 @@ import numpy as np
 
 from batchsim.experiment.schema import WorkloadConfig
 from batchsim.experiment.traffic import build_traffic
-from batchsim.sim.engine import OpenLoopTraffic
+from batchsim.sim.traffic import OpenLoopTraffic
 
 
 def _tenant(name: str, rate: float, prompt: int, **extra: Any) -> dict[str, Any]:

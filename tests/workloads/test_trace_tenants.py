@@ -12,7 +12,7 @@ from pydantic import ValidationError
 import batchsim.workloads as wl
 from batchsim.experiment.schema import WorkloadConfig
 from batchsim.experiment.traffic import build_traffic
-from batchsim.sim.engine import OpenLoopTraffic
+from batchsim.sim.traffic import OpenLoopTraffic
 
 CODE = {"kind": "trace", "path": "azure2023-code", "format": "azure2023"}
 CONV = {"kind": "trace", "path": "azure2023-conv", "format": "azure2023"}

@@ -13,7 +13,7 @@ import pytest
 from batchsim.experiment.loader import ConfigError, validate_experiment
 from batchsim.experiment.schema import WorkloadConfig
 from batchsim.experiment.traffic import BuiltTraffic, build_traffic
-from batchsim.sim.engine import ClosedLoopTraffic, OpenLoopTraffic
+from batchsim.sim.traffic import ClosedLoopTraffic, OpenLoopTraffic
 from batchsim.workloads import WorkloadError, load_trace, resolve_trace_path
 from batchsim.workloads.corpus import load_length_corpus
 from batchsim.workloads.traces.transforms import mean_rate

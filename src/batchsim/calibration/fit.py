@@ -2,7 +2,7 @@
 
 Per family: hold out a seeded random fifth of the rows, fit that family's efficiency keys on the
 rest by robust least squares on log(predicted / measured) — predicted by the simulator's own
-`batchsim.gpu.roofline` functions — from a few starting points, and report the absolute percentage error
+`gpu.roofline` functions — from a few starting points, and report the absolute percentage error
 on the held-out rows.
 """
 

@@ -1,6 +1,6 @@
 """Predicted operator times of measured rows, through the functions the cost model runs.
 
-Each family maps its table's columns onto the arguments of a `batchsim.gpu.roofline` function; nothing
+Each family maps its table's columns onto the arguments of a `gpu.roofline` function; nothing
 here re-implements the physics.
 """
 

@@ -97,7 +97,7 @@ edit by hand (a test checks this file against the profiles).*
 Each calibrated profile in `hardware_profiles/gpus/` was fitted by `batchsim calibrate fit` to
 measured per-operator latencies and scored on a random fifth of the rows that the fit did not
 see. The error is the absolute percentage error |predicted / measured − 1| of the simulator's
-own operator functions (`batchsim/gpu/roofline.py`, the ones the cost model runs). Target: median ≤ 10%
+own operator functions (`gpu/roofline.py`, the ones the cost model runs). Target: median ≤ 10%
 and p90 ≤ 25% for GEMM and decode attention on the A100, H100 and H200; the other families and
 the L40S are reported as they are.
 """

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from batchsim.experiment.deployment import Deployment
 from batchsim.experiment.policy_factory import build_policy
 from batchsim.experiment.schema import Arm, ChunkedPrefillArm, ContinuousArm, Experiment
 from batchsim.experiment.speculative_setup import (
@@ -17,12 +17,10 @@ from batchsim.experiment.speculative_setup import (
     speculation_metrics,
 )
 from batchsim.policies.speculative import Speculation
-from batchsim.sim.engine import Simulation, Traffic
+from batchsim.sim.engine import Simulation
 from batchsim.sim.recorder import RunRecord
 from batchsim.sim.routers import ROUTERS
-
-if TYPE_CHECKING:
-    from batchsim.experiment.runner import Deployment
+from batchsim.sim.traffic import Traffic
 
 
 @dataclass(slots=True)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +15,12 @@ from batchsim.experiment.arm_energy import (
     disaggregated_groups,
 )
 from batchsim.experiment.colocated import build_colocated
+from batchsim.experiment.deployment import (
+    Deployment,
+    deployment_summary,
+    keyed_error,
+    resolve_deployment,
+)
 from batchsim.experiment.deployment_size import arm_experiment, colocated_gpus
 from batchsim.experiment.disaggregation import build_disaggregated
 from batchsim.experiment.fairness import arm_fairness
@@ -24,32 +29,13 @@ from batchsim.experiment.policy_factory import arm_prefix_caching
 from batchsim.experiment.schema import DisaggregatedArm, Experiment
 from batchsim.experiment.speculative_setup import SpeculativeSetupError
 from batchsim.experiment.traffic import BuiltTraffic, build_traffic
-from batchsim.gpu.cost_model import RooflineCostModel
-from batchsim.gpu.hardware import GpuProfile, HardwareError, load_gpu_profile
-from batchsim.gpu.memory import MemoryPlan, ModelDoesNotFitError, plan_memory
-from batchsim.gpu.model_spec import ModelError, ModelSpec, load_model
-from batchsim.gpu.moe_layout import Parallelism, check_parallelism
-from batchsim.gpu.pipeline_cost import PipelineCostModel, build_cost_model
-from batchsim.gpu.pipeline_stages import check_pipeline_parallel
+from batchsim.gpu.model_spec import ModelError
 from batchsim.metrics.fairness import add_slowdown
 from batchsim.metrics.prefix import add_cached_tokens, prefix_cache_metrics
 from batchsim.metrics.summary import SLOTargets, measured_mask, summarize
 from batchsim.metrics.tables import requests_table
 from batchsim.metrics.timeseries import bin_timeseries
 from batchsim.sim.engine import Simulation
-
-
-@dataclass(frozen=True, slots=True)
-class Deployment:
-    """What the experiment resolves to before any traffic: model, GPU, memory, cost model."""
-
-    model: ModelSpec
-    gpu: GpuProfile
-    memory: MemoryPlan
-    num_blocks: int
-    swap_blocks: int
-    max_model_len: int
-    cost_model: RooflineCostModel | PipelineCostModel
 
 
 @dataclass(slots=True)
@@ -70,78 +56,6 @@ class ExperimentResult:
     arms: list[ArmResult] = field(default_factory=list)
 
 
-def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
-    """Load the model and GPU, plan memory, build the cost model; errors name their key."""
-    with _keyed_error("model", ModelError):
-        model = load_model(exp.model, base_dir)
-    with _keyed_error("hardware", HardwareError):
-        gpu = load_gpu_profile(exp.hardware, base_dir)
-    with _keyed_error("pipeline_parallel", ModelError):
-        check_pipeline_parallel(model, exp.pipeline_parallel)
-    _check_layout(exp, model)
-    with _keyed_error("tensor_parallel", ModelError, ModelDoesNotFitError):
-        memory = plan_memory(
-            model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,
-            kv_dtype=exp.dtype.kv_cache, gpu_memory_utilization=exp.gpu_memory_utilization,
-            block_size=exp.kv_cache.block_size, pipeline_parallel=exp.pipeline_parallel,
-            expert_parallel=exp.expert_parallel,
-            data_parallel_attention=exp.data_parallel_attention,
-        )
-    cost: RooflineCostModel | PipelineCostModel
-    if model.moe is not None and exp.pipeline_parallel == 1:  # routed experts: batchsim.gpu.moe_cost
-        cost = RooflineCostModel(
-            model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,
-            kv_dtype=exp.dtype.kv_cache, expert_parallel=exp.expert_parallel,
-            data_parallel_attention=exp.data_parallel_attention,
-            moe_imbalance=exp.moe_imbalance)
-    else:
-        cost = build_cost_model(model, gpu, tensor_parallel=exp.tensor_parallel,
-                                pipeline_parallel=exp.pipeline_parallel,
-                                weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache)
-    swap_blocks = int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes)
-    return Deployment(
-        model=model, gpu=gpu, memory=memory,
-        num_blocks=exp.kv_cache.num_blocks or memory.num_blocks, swap_blocks=swap_blocks,
-        max_model_len=exp.max_model_len or model.max_position_embeddings, cost_model=cost,
-    )
-
-
-def _check_layout(exp: Experiment, model: ModelSpec) -> None:
-    """Expert-parallel and data-parallel-attention errors, under the key that asked for them."""
-    layout = Parallelism(exp.tensor_parallel, exp.expert_parallel, exp.data_parallel_attention)
-    if not exp.data_parallel_attention:
-        with _keyed_error("tensor_parallel", ModelError):
-            model.check_tensor_parallel(exp.tensor_parallel)
-    key = "expert_parallel" if exp.expert_parallel > 1 else "data_parallel_attention"
-    with _keyed_error(key, ModelError):
-        check_parallelism(model, layout)
-        if exp.pipeline_parallel > 1 and (exp.expert_parallel > 1
-                                          or exp.data_parallel_attention):
-            raise ModelError("expert parallelism and data-parallel attention are not modelled "
-                             "together with pipeline_parallel > 1")
-
-
-@contextmanager
-def _keyed_error(key: str, *kinds: type[ValueError]) -> Iterator[None]:
-    """Re-raise a loader error with the experiment key it came from in front."""
-    try:
-        yield
-    except kinds as err:
-        raise type(err)(f"{key}: {err}") from err
-
-
-def deployment_summary(exp: Experiment, deployment: Deployment) -> dict[str, object]:
-    """What a colocated arm runs on (its own `deployment:` or the top level's), for its row."""
-    memory = deployment.memory
-    return {
-        "hardware": deployment.gpu.name, "tensor_parallel": exp.tensor_parallel,
-        "pipeline_parallel": exp.pipeline_parallel, "expert_parallel": exp.expert_parallel,
-        "data_parallel_attention": exp.data_parallel_attention, "replicas": exp.replicas,
-        "kv_tokens_per_replica": deployment.num_blocks * exp.kv_cache.block_size,
-        "weights_bytes_per_gpu": memory.weights_bytes_per_gpu, "memory": memory.describe(),
-    }
-
-
 def slo_targets(exp: Experiment) -> SLOTargets:
     return SLOTargets(ttft_s=exp.slo.ttft_p99_s, tpot_s=exp.slo.tpot_p99_s,
                       e2e_s=exp.slo.e2e_p99_s)
@@ -160,7 +74,7 @@ def run_experiment(
         arm_exp = arm_experiment(exp, arm)
         arm_deployment = deployment
         if arm_exp is not exp:
-            with _keyed_error(f"policies.{index}.deployment", ValueError):
+            with keyed_error(f"policies.{index}.deployment", ValueError):
                 arm_deployment = resolve_deployment(arm_exp, base_dir)
         started = time.perf_counter()
         progress = None
@@ -174,7 +88,7 @@ def run_experiment(
                 max_model_len=deployment.max_model_len, traffic=traffic, on_progress=progress)
             simulation: Simulation = disaggregated.simulation
         else:
-            with _keyed_error(f"policies.{index}.speculative", ModelError,
+            with keyed_error(f"policies.{index}.speculative", ModelError,
                               SpeculativeSetupError):
                 colocated = build_colocated(exp, arm_exp, arm, index, arm_deployment,
                                             traffic.traffic, base_dir,

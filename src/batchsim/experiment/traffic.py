@@ -31,7 +31,7 @@ from batchsim.experiment.schema import (
     WorkloadConfig,
 )
 from batchsim.experiment.trace_traffic import replay_trace
-from batchsim.sim.engine import ClosedLoopTraffic, OpenLoopTraffic, SessionTraffic, Traffic
+from batchsim.sim.traffic import ClosedLoopTraffic, OpenLoopTraffic, SessionTraffic, Traffic
 from batchsim.workloads.sessions import SessionShape, generate_sessions
 from batchsim.workloads.traces.transforms import splice_tenants
 

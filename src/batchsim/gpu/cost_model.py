@@ -162,7 +162,7 @@ class RooflineCostModel:
         # Per batch size: the busiest rank's share of it and its decode-attention constants.
         self._decode_terms_cache: dict[int, tuple[float, DecodeAttentionTerms]] = {}
 
-        # Attention is priced per layer by batchsim.gpu.roofline (the functions the fit uses), times L.
+        # Attention is priced per layer by gpu.roofline (the functions the fit uses), times L.
         self._efficiency = eff
         self._attention_launch_s = eff.attention_launch_s
         self._attention_peak_flops = gpu.peak_flops.bf16

@@ -1,8 +1,8 @@
 """The architecture of a decoder-only model, and how to load one by name or from a config.
 
 A `ModelSpec` holds only what sizes memory and cost: layer count and widths, attention heads,
-vocabulary, and — for mixture-of-experts models — the experts (`batchsim.gpu.moe_spec.MoESpec`) and —
-for multi-head latent attention — the latent widths (`batchsim.gpu.mla.MLASpec`). Models come from the
+vocabulary, and — for mixture-of-experts models — the experts (`gpu.moe_spec.MoESpec`) and —
+for multi-head latent attention — the latent widths (`gpu.mla.MLASpec`). Models come from the
 shipped library (`hardware_profiles/models/library.yaml`) or from a Hugging Face `config.json`
 (dense Llama/Mistral/Qwen, Mixtral, Qwen3-MoE and DeepSeek-V2/V3 layouts).
 """

@@ -1,9 +1,9 @@
 """Roofline cost of the layers of a mixture-of-experts or MLA model, or of data-parallel attention.
 
-`batchsim.gpu.cost_model.RooflineCostModel` prices a dense model's layers itself and hands the rest to
+`gpu.cost_model.RooflineCostModel` prices a dense model's layers itself and hands the rest to
 this module: `LayerStackCost` (every layer's GEMMs and the stage's communication at a step's
 token count) and `attention_shape` (what the attention kernel reads). Every GEMM goes through
-`batchsim.gpu.roofline.gemm_seconds`, the function the calibration fit scores; no efficiency constant is
+`gpu.roofline.gemm_seconds`, the function the calibration fit scores; no efficiency constant is
 added here. The all-to-all uses only the profile's link bandwidth and p2p latency.
 
 Routed experts, on the busiest GPU of the stage (every GPU waits for it: the step is bounded by

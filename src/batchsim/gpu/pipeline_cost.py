@@ -21,7 +21,7 @@ rest: the bubble, (PP − m)/PP of their time. Fill and drain ((m + PP − 1)·t
 every step the bubble of a pipeline that starts empty, which async scheduling avoids as long as
 there are sequences to fill it. `bubble_fraction` reports the idle share either way.
 
-Each stage is priced by a `RooflineCostModel` of its L/PP layers (`batchsim.gpu.pipeline_stages`), with
+Each stage is priced by a `RooflineCostModel` of its L/PP layers (`gpu.pipeline_stages`), with
 the per-step overhead taken out and charged once per micro-batch; the LM head, on the last
 stage, by a copy of the model without layers. The embedding gather of the first stage is not
 priced (it is not at PP = 1 either). Activations cross each boundary: vLLM's Llama hands on the
@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -56,27 +56,8 @@ _TENSORS_PER_HANDOFF = 2
 _FloatOrArray = TypeVar("_FloatOrArray", float, np.ndarray)
 
 
-class _HasSeconds(Protocol):
-    @property
-    def seconds(self) -> float: ...
-
-
-class StageCostModel(Protocol):
-    """What a stage's cost model must offer (RooflineCostModel does)."""
-
-    kv_bytes_per_token_per_gpu: float
-
-    def step_time(self, new_tokens: np.ndarray, context_tokens: np.ndarray,
-                  num_emitting: int) -> _HasSeconds: ...
-
-    def decode_step_seconds(self, new_tokens: np.ndarray, context_tokens: np.ndarray,
-                            num_emitting: int, num_steps: int) -> np.ndarray: ...
-
-    def swap_time(self, num_tokens: int) -> float: ...
-
-
 # Builds a stage's cost model from the model cut to the stage's layers and the GPU profile.
-StageFactory = Callable[[ModelSpec, GpuProfile], StageCostModel]
+StageFactory = Callable[[ModelSpec, GpuProfile], RooflineCostModel]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +119,7 @@ class PipelineCostModel:
         quiet = replace(gpu, efficiency=replace(
             gpu.efficiency, step_overhead_s=0.0, per_seq_overhead_s=0.0))
         if make_stage is None:
-            def make_stage(spec: ModelSpec, profile: GpuProfile) -> StageCostModel:
+            def make_stage(spec: ModelSpec, profile: GpuProfile) -> RooflineCostModel:
                 return RooflineCostModel(spec, profile, tensor_parallel=tensor_parallel,
                                          weight_dtype=weight_dtype, kv_dtype=kv_dtype)
         self._body = make_stage(stage_model(model, pipeline_parallel), quiet)
@@ -289,7 +270,7 @@ def build_cost_model(
         return RooflineCostModel(model, gpu, tensor_parallel=tensor_parallel,
                                  weight_dtype=weight_dtype, kv_dtype=kv_dtype, **stage_options)
 
-    def make_stage(spec: ModelSpec, profile: GpuProfile) -> StageCostModel:
+    def make_stage(spec: ModelSpec, profile: GpuProfile) -> RooflineCostModel:
         return RooflineCostModel(spec, profile, tensor_parallel=tensor_parallel,
                                  weight_dtype=weight_dtype, kv_dtype=kv_dtype, **stage_options)
 

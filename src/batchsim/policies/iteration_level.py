@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from batchsim.policies.budget import StepBudget
 from batchsim.sim.kv_cache import KVBlockPool
+from batchsim.sim.kv_growth import ExactGrowth
 from batchsim.sim.request import Request
 from batchsim.sim.step_plan import StepPlan
-from batchsim.sim.stretch import ExactGrowth
 
 
 def reject_if_never_fits(request: Request, pool: KVBlockPool) -> bool:

@@ -24,12 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from batchsim.sim.cost_protocol import StepCostModel
 from batchsim.sim.dispatch import Dispatcher
-from batchsim.sim.engine import Replica, Simulation, StepCostModel, Traffic
+from batchsim.sim.engine import Replica, Simulation
 from batchsim.sim.kv_link import KVLink
 from batchsim.sim.policy_protocol import BatchingPolicy
 from batchsim.sim.request import Request, RequestStatus
 from batchsim.sim.routers import Router
+from batchsim.sim.traffic import Traffic
 
 DECODE_KV_TOO_SMALL = "decode_kv_cache_too_small"
 

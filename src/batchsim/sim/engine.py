@@ -7,28 +7,22 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from itertools import accumulate
-from typing import Protocol
 
 import numpy as np
 import simpy
 
+from batchsim.sim.cost_protocol import StepCostModel
 from batchsim.sim.dispatch import Dispatcher, RoutedDispatch, SharedQueueDispatch
+from batchsim.sim.kv_cache import pool_block_keys
+from batchsim.sim.kv_growth import ExactGrowth, ListedGrowth
 from batchsim.sim.policy_protocol import BatchingPolicy
 from batchsim.sim.recorder import RunRecord
 from batchsim.sim.request import Request, RequestStatus
 from batchsim.sim.routers import Router, round_robin
 from batchsim.sim.step_plan import StepPlan
-from batchsim.sim.stretch import (
-    ExactGrowth,
-    ListedGrowth,
-    advance_decode_steps,
-    decode_horizon,
-    kv_growth,
-)
-from batchsim.workloads.prefix_blocks import PrefixBlocks, pool_block_keys
-from batchsim.workloads.sessions import Sessions
+from batchsim.sim.stretch import advance_decode_steps, decode_horizon, kv_growth
+from batchsim.sim.traffic import ClosedLoopTraffic, OpenLoopTraffic, SessionTraffic, Traffic
 
 # Progress is reported every this many steps of a replica (cheap enough, frequent enough).
 _PROGRESS_EVERY_STEPS = 4096
@@ -39,72 +33,8 @@ _MAX_REJECTIONS_IN_A_ROW = 10_000
 Process = Generator[simpy.Event, object, None]
 
 
-class StepCostModel(Protocol):
-    """What the engine needs from a cost model (RooflineCostModel implements it)."""
-
-    def step_time(
-        self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
-        verifying: np.ndarray | None = None,
-    ) -> _HasSeconds: ...
-
-    def step_seconds(
-        self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
-    ) -> float: ...
-
-    def swap_time(self, num_tokens: int) -> float: ...
-
-    def decode_step_list(
-        self, new_tokens: list[int], context_tokens: list[int], num_emitting: int,
-        num_steps: int, within_s: float = ...,
-    ) -> list[float]: ...
-
-
-class _HasSeconds(Protocol):
-    @property
-    def seconds(self) -> float: ...
-
-
 class SimulationStalled(RuntimeError):
     """Requests were left neither finished nor rejected: a policy bug, never silently ignored."""
-
-
-@dataclass(frozen=True, slots=True)
-class OpenLoopTraffic:
-    """Requests with fixed arrival times (synthetic or from a trace)."""
-
-    arrival_s: np.ndarray
-    prompt_tokens: np.ndarray
-    output_tokens: np.ndarray
-    # Multi-tenant workloads: each request's tenant index and priority (None: all 0).
-    tenant: np.ndarray | None = None
-    priority: np.ndarray | None = None
-    # Prompt block ids per request (Mooncake `hash_ids`, sessions), for prefix caching.
-    prefix_blocks: PrefixBlocks | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ClosedLoopTraffic:
-    """`concurrency` users, each sending its next request when the previous one ends."""
-
-    concurrency: int
-    think_time_s: float
-    lengths: Callable[[], Iterator[tuple[int, int]]]  # a fresh, deterministic stream per run
-    num_requests: int | None
-    duration_s: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class SessionTraffic:
-    """Multi-turn sessions, each a closed loop: a turn is sent `think_time_s` after the
-    previous turn of its session ended (workloads/sessions.py)."""
-
-    sessions: Sessions
-    think_time_s: float
-    num_requests: int | None
-    duration_s: float | None
-
-
-Traffic = OpenLoopTraffic | ClosedLoopTraffic | SessionTraffic
 
 
 class Replica:

@@ -334,3 +334,19 @@ class HostSwapSpace:
         if owner not in self._held:
             raise KVCacheError(f"request {owner} is not swapped out")
         return self._held.pop(owner)
+
+
+def pool_block_keys(ids: np.ndarray, block_tokens: int, pool_block_size: int,
+                    prompt_tokens: int) -> tuple[int, ...]:
+    """The prefix-cache key of each full KV block (of `pool_block_size` tokens) of a prompt.
+
+    A prompt's block ids (`traffic.PrefixBlockIds`) are chained (an id names its block and
+    everything before it), so the prefix ending at token e, inside trace block s, is named
+    exactly by (ids[s], e): the key of pool block j, ending at e = (j + 1)·pool_block_size,
+    packs that pair into one int. Prefix keying is the pool's: it holds for any two block sizes; only pool blocks that the ids cover and that end inside the prompt
+    get a key (the trace's last block may be partial).
+    """
+    covered = min(ids.size * block_tokens, prompt_tokens)
+    ends = np.arange(1, covered // pool_block_size + 1, dtype=np.int64) * pool_block_size
+    owners = ids[(ends - 1) // block_tokens].tolist()
+    return tuple((owner << 32) | end for owner, end in zip(owners, ends.tolist(), strict=True))

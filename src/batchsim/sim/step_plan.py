@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from batchsim.sim.kv_growth import ExactGrowth
 from batchsim.sim.request import Request
-
-if TYPE_CHECKING:  # batchsim.sim.stretch imports this module
-    from batchsim.sim.stretch import ExactGrowth
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 

@@ -60,19 +60,3 @@ class PrefixBlocks:
         np.cumsum([len(ids) for ids in lists], out=offsets[1:])
         flat = np.fromiter((i for ids in lists for i in ids), dtype=np.int64, count=offsets[-1])
         return PrefixBlocks(flat, offsets, block_tokens)
-
-
-def pool_block_keys(ids: np.ndarray, block_tokens: int, pool_block_size: int,
-                    prompt_tokens: int) -> tuple[int, ...]:
-    """The prefix-cache key of each full KV block (of `pool_block_size` tokens) of a prompt.
-
-    Trace ids are chained (an id names its block and everything before it), so the prefix
-    ending at token e, inside trace block s, is named exactly by (ids[s], e): the key of pool
-    block j, ending at e = (j + 1)·pool_block_size, packs that pair into one int. This holds for
-    any two block sizes; only pool blocks that the ids cover and that end inside the prompt
-    get a key (the trace's last block may be partial).
-    """
-    covered = min(ids.size * block_tokens, prompt_tokens)
-    ends = np.arange(1, covered // pool_block_size + 1, dtype=np.int64) * pool_block_size
-    owners = ids[(ends - 1) // block_tokens].tolist()
-    return tuple((owner << 32) | end for owner, end in zip(owners, ends.tolist(), strict=True))

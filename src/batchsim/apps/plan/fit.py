@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from batchsim.experiment.deployment import resolve_deployment
 from batchsim.experiment.disaggregation import resolve_pool
 from batchsim.experiment.policy_factory import ArmError
-from batchsim.experiment.runner import resolve_deployment
 from batchsim.experiment.schema import DisaggregatedArm, Experiment
 from batchsim.gpu.memory import ModelDoesNotFitError
 from batchsim.gpu.model_spec import ModelError, load_model

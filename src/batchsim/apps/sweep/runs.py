@@ -3,7 +3,7 @@
 Each (point, replication) is an ordinary run of the experiment with `--set`-style overrides,
 written to its own folder (`point-NNN_.../` and, with replications, `rep-R/`). A folder whose
 summary.json already holds the same resolved configuration, read from the same input files
-(`batchsim.experiment.input_digest`), is complete and is not run again, so an interrupted sweep resumes
+(`experiment.input_digest`), is complete and is not run again, so an interrupted sweep resumes
 where it stopped. The sweep's own summary.json has one row
 per (point, arm): the point's values, the mean of every metric over replications and its 95%
 t-interval.
