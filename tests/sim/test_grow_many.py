@@ -61,7 +61,7 @@ def _allocate_as_written_before(pool: KVBlockPool, owner: int, total_tokens: int
     """`allocate` before it was inlined: through `held`, `blocks_for`, `num_free`, `_take`."""
     if owner in pool._owned and total_tokens <= len(pool._owned[owner]) * pool.block_size:
         return True
-    need = pool.extra_blocks_needed(owner, total_tokens)
+    need = max(0, pool.blocks_for(total_tokens) - pool.held(owner))
     if need == 0:
         return True
     if need > pool.num_free:

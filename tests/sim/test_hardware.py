@@ -113,13 +113,6 @@ def test_int4_weights_compute_at_bf16_rate() -> None:
     assert h100.peak_flops.for_weights("int8") == h100.peak_flops.int8
 
 
-def test_gemm_efficiency_ramps_to_half_of_peak_at_the_ramp() -> None:
-    eff = dataclasses.replace(load_gpu_profile("h100").efficiency, gemm_ramp_tokens=64.0)
-    ramp = int(eff.gemm_ramp_tokens)
-    assert eff.gemm_efficiency(ramp) == pytest.approx(eff.gemm_peak_efficiency / 2)
-    assert eff.gemm_efficiency(1) < eff.gemm_efficiency(1024) < eff.gemm_peak_efficiency
-
-
 def test_user_profile_loads_from_a_path(tmp_path: Path) -> None:
     document = _h100_document()
     document["name"] = "My-GPU"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import batchsim.workloads.traces.registry as formats
+import batchsim.workloads.traces.azure2023 as formats
 from batchsim.workloads import WorkloadError, resolve_trace_path
 from batchsim.workloads.traces.raw import RawTrace
 

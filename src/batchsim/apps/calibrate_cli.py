@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.resources import files
 from pathlib import Path
 from typing import Annotated
 
@@ -33,9 +34,11 @@ from batchsim.gpu.model_spec import ModelError, load_model
 calibrate_app = typer.Typer(
     help="Measure GPU operators, fit a hardware profile to them, report its error.",
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 _ERRORS = (MeasureError, MeasurementError, FitError, HardwareError, ModelError)
-DEFAULT_SAMPLES = Path("hardware_profiles/measurements")
+# The held-out samples and our own measurements ship with the package (its measurements/).
+DEFAULT_SAMPLES = Path(str(files("batchsim.hardware_profiles").joinpath("measurements")))
 
 
 @contextmanager

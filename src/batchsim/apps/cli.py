@@ -11,15 +11,16 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from batchsim import __version__
+from batchsim.apps import api
 from batchsim.apps.calibrate_cli import calibrate_app
 from batchsim.apps.console import print_summary
 from batchsim.apps.executors import ExecutorError
 from batchsim.apps.report.results import ReportError
 from batchsim.calibration.summary import calibration_summary
 from batchsim.experiment.loader import ConfigError, dump_resolved, load_experiment
-from batchsim.experiment.outputs import write_results
 from batchsim.experiment.policy_factory import ArmError
-from batchsim.experiment.runner import ArmResult, run_experiment
+from batchsim.experiment.runner import ArmResult
 from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 from batchsim.gpu.memory import ModelDoesNotFitError
 from batchsim.gpu.model_spec import ModelError, library_model_names, load_model
@@ -29,10 +30,26 @@ from batchsim.workloads import WorkloadError
 app = typer.Typer(
     help="Discrete-event simulator of LLM-serving batching policies.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(calibrate_app, name="calibrate")
 _USER_ERRORS = (ConfigError, ArmError, HardwareError, ModelError, ModelDoesNotFitError,
                 WorkloadError, ReportError, ExecutorError)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"batchsim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False,
+) -> None:
+    pass  # the options of `batchsim` itself; each command has its own
 
 
 @contextmanager
@@ -83,12 +100,13 @@ def run(
             def progress(arm_name: str, now: float) -> None:
                 status.update(f"{arm_name}: simulated {now:,.0f} s")
 
-            result = run_experiment(exp, base_dir, on_arm_done=arm_done, on_progress=progress)
+            results = api.run(exp, base_dir=base_dir, on_arm_done=arm_done,
+                              on_progress=progress)
     out_dir = out or Path(exp.output.dir or f"results/{exp.name}")
-    print_summary(result, console)
-    for path in write_results(result, out_dir):
+    print_summary(results.result, console)
+    for path in results.write(out_dir, report=False):
         console.print(f"wrote {path}", highlight=False)
-    _write_report(out_dir, console)
+    _write_report(out_dir, console)  # not in write(): its errors and message are the CLI's
 
 
 def _write_report(results_dir: Path, console: Console) -> None:

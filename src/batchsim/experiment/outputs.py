@@ -76,7 +76,7 @@ def _heldout_error(gpu: GpuProfile) -> dict[str, dict[str, float]] | None:
     }
 
 
-def _stack(frames: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+def stack_arms(frames: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     tagged = [frame.assign(arm=name)[["arm", *frame.columns]] for name, frame in frames]
     return pd.concat(tagged, ignore_index=True)
 
@@ -86,8 +86,8 @@ def write_results(result: ExperimentResult, out_dir: Path) -> list[Path]:
     requests = out_dir / "requests.parquet"
     timeseries = out_dir / "timeseries.parquet"
     summary = out_dir / "summary.json"
-    _stack([(a.name, a.requests) for a in result.arms]).to_parquet(requests, index=False)
-    _stack([(a.name, a.timeseries) for a in result.arms]).to_parquet(timeseries, index=False)
+    stack_arms([(a.name, a.requests) for a in result.arms]).to_parquet(requests, index=False)
+    stack_arms([(a.name, a.timeseries) for a in result.arms]).to_parquet(timeseries, index=False)
     text = json.dumps(json_safe(summary_document(result)), indent=2, allow_nan=False)
     summary.write_text(text + "\n", encoding="utf-8")
     return [requests, timeseries, summary]

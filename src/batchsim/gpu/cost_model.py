@@ -25,6 +25,7 @@ from batchsim.gpu.dtypes import (
     check_kv_dtype,
     check_weight_dtype,
 )
+from batchsim.gpu.gemm_group import GemmGroup
 from batchsim.gpu.hardware import GpuProfile
 from batchsim.gpu.model_spec import ModelSpec
 from batchsim.gpu.moe_cost import LayerStackCost, attention_shape
@@ -37,8 +38,6 @@ from batchsim.gpu.roofline import (
     decode_attention_over_steps,
     decode_attention_step_list,
     decode_attention_terms,
-    gemm_parts,
-    gemm_seconds,
     prefill_attention_shape,
     prefill_attention_variable_seconds,
 )
@@ -48,9 +47,9 @@ from batchsim.gpu.roofline import (
 _MAX_CACHE_ENTRIES = 100_000
 # Token counts priced together when the layer cache misses.
 _LAYER_BLOCK = 256
-# Up to this many steps a stretch is priced in plain Python (`decode_step_list`): about
-# 1.2 µs + 0.17 µs a step there, against about 7.7 µs of numpy calls for any short stretch
-# (measured on the development machine; they break even near 38 steps).
+# Up to this many steps a stretch is priced in plain Python (`decode_step_list`), past it by
+# numpy, whose fixed cost per call only pays for long stretches: the two break even here
+# (measured: docs/performance.md, items 13 and 35).
 _PYTHON_DECODE_MAX_STEPS = 38
 
 _FloatOrArray = TypeVar("_FloatOrArray", float, np.ndarray)
@@ -137,7 +136,7 @@ class RooflineCostModel:
             self._layer_stack = LayerStackCost(model, gpu, layout, weight_dtype=weight_dtype,
                                                imbalance=moe_imbalance)
 
-        self._layer_gemms = _GemmGroup(
+        self._layer_gemms = GemmGroup(
             shapes=(
                 ((q_heads + 2 * kv_heads) * d, h),  # fused QKV, column-parallel
                 (h, q_heads * d),  # attention output, row-parallel
@@ -150,7 +149,7 @@ class RooflineCostModel:
             gpu=gpu,
         )
         # The LM head stays bf16 in quantised checkpoints, so it streams and computes as bf16.
-        self._lm_head_gemm = _GemmGroup(
+        self._lm_head_gemm = GemmGroup(
             shapes=((math.ceil(model.vocab_size / layout.attention_split), h),),
             repeats=1,
             peak_flops=gpu.peak_flops.bf16,
@@ -501,66 +500,6 @@ class RooflineCostModel:
             self._lm_head_cache.clear()
         self._lm_head_cache[num_emitting] = lm_head_s
         return lm_head_s
-
-
-class _GemmGroup:
-    """GEMMs of fixed (N, K) shapes run `repeats` times with the same token count M."""
-
-    __slots__ = (
-        "_gpu",
-        "_peak_flops",
-        "_repeats",
-        "_shapes",
-        "_weight_bytes",
-    )
-
-    def __init__(
-        self,
-        *,
-        shapes: tuple[tuple[int, int], ...],
-        repeats: int,
-        peak_flops: float,
-        weight_bytes: float,
-        gpu: GpuProfile,
-    ) -> None:
-        self._shapes = shapes
-        self._repeats = repeats
-        self._peak_flops = peak_flops
-        self._weight_bytes = weight_bytes
-        self._gpu = gpu
-
-    def cost(self, num_tokens: float) -> tuple[float, bool]:
-        """(seconds for all repeats, whether FLOP time exceeded memory time overall).
-
-        Each shape is priced by `batchsim.gpu.roofline.gemm_seconds`, the function the fit uses; the
-        caller caches the result per token count.
-        """
-        seconds, compute_bound = self.cost_many(np.array([float(num_tokens)]))
-        return float(seconds[0]), bool(compute_bound[0])
-
-    def cost_many(self, num_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`cost` at each of several token counts (one row of shapes per count)."""
-        m = num_tokens.astype(np.float64)[:, None]
-        n = np.array([shape[0] for shape in self._shapes], dtype=np.float64)
-        k = np.array([shape[1] for shape in self._shapes], dtype=np.float64)
-        peak, eff, sms = self._peak_flops, self._gpu.efficiency, self._gpu.parallel_units
-        bw = self._gpu.memory_bandwidth_bytes_per_s
-        seconds = gemm_seconds(
-            m, n, k, peak_flops=peak, memory_bw=bw, weight_bytes=self._weight_bytes,
-            sm_count=sms, eff=eff,
-        )
-        compute_s, memory_s = gemm_parts(
-            m, n, k, peak_flops=peak, memory_bw=bw, weight_bytes=self._weight_bytes,
-            sm_count=sms, eff=eff,
-        )
-        # Summed per row in shape order, as the one-count sum adds them.
-        total = seconds[:, 0].copy()
-        compute, memory = compute_s[:, 0].copy(), memory_s[:, 0].copy()
-        for j in range(1, n.size):
-            total += seconds[:, j]
-            compute += compute_s[:, j]
-            memory += memory_s[:, j]
-        return total * self._repeats, compute > memory
 
 
 def _adds_up_past(durations: list[float], within_s: float) -> bool:

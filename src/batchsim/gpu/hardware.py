@@ -81,15 +81,6 @@ class RooflineEfficiency:
     decode_regroup_s: float  # grouped-query decode: copies regrouping queries and outputs
     prefill_setup_s: float  # prefill attention's fixed cost on top of the shared launch
 
-    def gemm_efficiency(self, num_tokens: int) -> float:
-        """e_c(M): small GEMMs cannot fill the tensor cores, so efficiency ramps up with M.
-
-        The M ramp alone: the K ramp and the wave tail are in `batchsim.gpu.roofline.gemm_parts`.
-        """
-        if self.gemm_ramp_tokens == 0:
-            return self.gemm_peak_efficiency
-        return self.gemm_peak_efficiency * num_tokens / (num_tokens + self.gemm_ramp_tokens)
-
 
 @dataclass(frozen=True, slots=True)
 class BoardPower:

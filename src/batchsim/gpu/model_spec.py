@@ -88,12 +88,6 @@ class ModelSpec:
             mlp += self.num_moe_layers * self.moe.layer_params(h, active=active)
         return embedding + self.num_layers * per_layer + mlp + final_norm + lm_head
 
-    def params_per_layer(self) -> int:
-        """Attention projections, the three MLP matrices and the two RMSNorm weight vectors
-        of a dense layer."""
-        mlp = 3 * self.hidden_size * self.intermediate_size
-        return self.attention_params_per_layer() + mlp + 2 * self.hidden_size
-
     def attention_params_per_layer(self) -> int:
         """Q, K, V and output projections (MLA: its down/up projections and their norms)."""
         if self.mla is not None:

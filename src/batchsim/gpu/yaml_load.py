@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 
 # libyaml's scanner and parser with PyYAML's own safe constructor and resolver: the same
-# Python objects as `yaml.safe_load`, about ten times faster (the model library and a GPU
-# profile took about 30 ms of every run's set-up with the pure-Python parser).
+# Python objects as `yaml.safe_load`, and a run's set-up no longer waits on the pure-Python
+# parser (docs/performance.md, item 25).
 _FAST_LOADER: type[Any] | None = getattr(yaml, "CSafeLoader", None)
 
 

@@ -59,7 +59,7 @@ def isolated_service_s(prompt: np.ndarray, output: np.ndarray,
 
 def _prefill_seconds(cost: StepCostModel, prompt: int) -> float:
     """A lone prefill of `prompt` tokens, priced from lists (`step_seconds`, equal to
-    `step_time(...).seconds` bit for bit and about three times cheaper)."""
+    `step_time(...).seconds` bit for bit and cheaper: docs/performance.md, item 27)."""
     return cost.step_seconds([prompt], [0], 1)
 
 

@@ -88,9 +88,8 @@ def _itl_distribution(record: RunRecord, measured: np.ndarray) -> dict[str, floa
     if values.size == 0:
         return {"mean": None, **dict.fromkeys(PERCENTILES)}
     # The weights' order among equal gaps matters to the mean: a stable order. Taking the
-    # values by it is a gather (about 2 ms for (a)'s 450,000 gaps) where sorting them again
-    # took 24 ms; the old arrays go as the new ones come, so the peak grows by the weights'
-    # 4 bytes per gap only.
+    # values by it is a gather, far cheaper than sorting them again (docs/performance.md,
+    # item 26); the old arrays go as the new ones come, so the peak grows by the weights only.
     order = stable_order(values)
     weights = weights[order]
     values = values[order]
@@ -102,7 +101,7 @@ def stable_order(values: np.ndarray) -> np.ndarray:
     """`np.argsort(values, kind="stable")` of float64 values: the same indices.
 
     Doubles from +0.0 to +inf order as their bit patterns do as integers, and numpy's stable
-    sort compares int64 faster (22 ms against 33 ms for (a)'s 460,000 gaps). Gaps are never
+    sort compares int64 faster (docs/performance.md, item 37). Gaps are never
     negative; an array with a negative value, -0.0 or a NaN takes the float sort.
     """
     if values.dtype == np.float64 and values.size:

@@ -20,8 +20,7 @@ import pandas as pd
 from batchsim.sim.recorder import RunRecord
 
 # Steps per chunk of a running sum: a chunk's arrays (512 kB each) stay in the core's cache
-# between passes, and the temporaries stay small (the time series of (a), 460,710 steps:
-# 28 ms warm with chunks of 2¹⁸ steps, 24 ms with 2¹⁶).
+# between passes, and the temporaries stay small (docs/performance.md, item 38).
 _CHUNK = 1 << 16
 
 Values = np.ndarray | float  # one value per step, or the same for all

@@ -16,11 +16,11 @@ from __future__ import annotations
 from batchsim.policies.admission import AdmissionControl, KVReserve
 from batchsim.policies.budget import StepBudget
 from batchsim.policies.iteration_level import (
+    IterationLevelQueues,
     schedule_all_decodes,
 )
 from batchsim.policies.ordering import WaitingQueue
 from batchsim.policies.preemption import PreemptionMode, allocate_or_preempt
-from batchsim.policies.queues import IterationLevelQueues
 from batchsim.policies.speculative import Speculation
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
 from batchsim.sim.request import Request

@@ -249,10 +249,10 @@ _GC_THRESHOLDS = (100_000, 10, 10)
 @contextmanager
 def _fewer_collections() -> Iterator[None]:
     """Collect cyclic garbage less often while simulating. A run allocates millions of objects
-    that live to its end (requests, log columns) and almost no reference cycles (a few dozen
-    in a whole run of benchmark (a) or (b), measured), so the collector's scans of the young
-    objects every 700 allocations are wasted work: about 3% of benchmark (b). Garbage is still
-    collected, in the same generations, in larger batches; the thresholds are restored after."""
+    that live to its end (requests, log columns) and almost no reference cycles, so the
+    collector's frequent scans of the young objects are wasted work (docs/performance.md,
+    item 18). Garbage is still collected, in the same generations, in larger batches; the
+    thresholds are restored after."""
     previous = gc.get_threshold()
     gc.set_threshold(*_GC_THRESHOLDS)
     try:

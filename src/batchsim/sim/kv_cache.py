@@ -91,9 +91,6 @@ class KVBlockPool:
         return np.fromiter((len(owned.get(o, ())) for o in owners), dtype=np.int64,
                            count=len(owners))
 
-    def extra_blocks_needed(self, owner: int, total_tokens: int) -> int:
-        return max(0, self.blocks_for(total_tokens) - self.held(owner))
-
     def allocate(self, owner: int, total_tokens: int) -> bool:
         """Make `owner` hold enough blocks for `total_tokens`; all or nothing.
 
@@ -343,8 +340,8 @@ def pool_block_keys(ids: np.ndarray, block_tokens: int, pool_block_size: int,
     A prompt's block ids (`traffic.PrefixBlockIds`) are chained (an id names its block and
     everything before it), so the prefix ending at token e, inside trace block s, is named
     exactly by (ids[s], e): the key of pool block j, ending at e = (j + 1)·pool_block_size,
-    packs that pair into one int. Prefix keying is the pool's: it holds for any two block sizes; only pool blocks that the ids cover and that end inside the prompt
-    get a key (the trace's last block may be partial).
+    packs that pair into one int. This holds for any two block sizes; only pool blocks that
+    the ids cover and that end inside the prompt get a key (the last id's block may be partial).
     """
     covered = min(ids.size * block_tokens, prompt_tokens)
     ends = np.arange(1, covered // pool_block_size + 1, dtype=np.int64) * pool_block_size

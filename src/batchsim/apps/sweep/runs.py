@@ -91,9 +91,6 @@ class SweepPlan:
     seeds: list[int]
     tasks: list[RunTask]  # point-major, then replication
 
-    def task_of(self, point: int, replication: int) -> RunTask:
-        return self.tasks[point * len(self.seeds) + replication]
-
 
 def plan_sweep(file: Path, overrides: list[str], axes: list[SweepAxis], replications: int,
                out_dir: Path) -> SweepPlan:

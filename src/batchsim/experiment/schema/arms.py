@@ -1,0 +1,222 @@
+"""The batching policies (arms): static, continuous, chunked_prefill and disaggregated, with
+the keys they share and an arm's own deployment."""
+
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, model_validator
+
+from batchsim.experiment.schema.admission import AdmissionConfig, AdmissionReserveConfig
+from batchsim.experiment.schema.common import (
+    AtLeastOne,
+    ConfigModel,
+    NonNegative,
+    Positive,
+    rule_error,
+)
+from batchsim.experiment.schema.ordering import FcfsOrdering, OrderingConfig
+from batchsim.experiment.schema.speculative import SpeculativeConfig
+
+
+class ArmDeployment(ConfigModel):
+    """Deployment keys an arm may set for itself, overriding the experiment's top-level ones,
+    so that one experiment compares layouts (TP vs TP + PP, TP vs TP + EP, ...) on the same
+    traffic. Unset keys follow the top level."""
+
+    hardware: str | None = Field(default=None, min_length=1)
+    """GPU profile name or path."""
+    tensor_parallel: AtLeastOne | None = None
+    """GPUs per pipeline stage."""
+    pipeline_parallel: AtLeastOne | None = None
+    """Pipeline stages per replica."""
+    expert_parallel: AtLeastOne | None = None
+    """GPUs the experts are spread over."""
+    data_parallel_attention: bool | None = None
+    """Data-parallel attention."""
+    replicas: AtLeastOne | None = None
+    """Model replicas."""
+
+    def overrides(self) -> dict[str, object]:
+        """The keys this arm sets, as top-level experiment keys."""
+        return self.model_dump(exclude_none=True)
+
+
+# Keys several arms share, each described once (the description feeds errors and the
+# generated reference, as the attribute docstrings of the other keys do).
+ArmOrdering = Annotated[OrderingConfig, Field(description=(
+    "The order in which waiting requests are considered: `fcfs`, `priority`, "
+    "`shortest_prompt_first` or `fair_share` (docs/how-to/fairness.md). Admission stops at the "
+    "first request that does not fit; a preempted request always goes back first."))]
+ArmDeploymentKey = Annotated[ArmDeployment | None, Field(description=(
+    "This arm's own hardware, parallelism or replica count (docs/how-to/compare-layouts.md); "
+    "null uses the experiment's."))]
+
+
+class StaticArm(ConfigModel):
+    """Static batching: collect a batch, run it until its longest request finishes; finished
+    slots keep computing padding and newcomers wait for the next batch."""
+
+    name: str = Field(min_length=1)
+    """Arm name, unique within the experiment; labels results and `--set policies.<name>...`."""
+    kind: Literal["static"] = "static"
+    """Selects this policy."""
+    max_batch_size: AtLeastOne = 32
+    """Requests per batch."""
+    max_wait_s: NonNegative = 0.0
+    """How long a partial batch waits for more requests once the first one is queued."""
+    max_output_tokens: AtLeastOne = 2048
+    """Per-slot output reservation: each slot reserves KV cache for its prompt plus this many
+    tokens; requests with a longer output are rejected with a reason."""
+    ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
+    deployment: ArmDeploymentKey = None
+
+
+# Keys the iteration-level arms (continuous, chunked_prefill) share.
+ArmPreemption = Annotated[Literal["recompute", "swap"], Field(description=(
+    "What happens to a preempted request's KV cache: dropped and recomputed later, or "
+    "swapped to host memory and back."))]
+ArmAdmission = Annotated[AdmissionConfig | None, Field(description=(
+    "Admission control on arrival (queue length, predicted wait); null admits everything "
+    "that fits."))]
+ArmAdmissionReserve = Annotated[AdmissionReserveConfig | None, Field(description=(
+    "Conservative (SGLang-style) admission into the batch; null admits a request whenever "
+    "its tokens fit and preempts when the cache runs out (vLLM's admit-then-preempt)."))]
+ArmPrefixCaching = Annotated[bool | None, Field(description=(
+    "Prefix caching for this arm; null follows `kv_cache.prefix_caching` (so one experiment "
+    "can compare an arm with and without it on the same traffic)."))]
+ArmSpeculative = Annotated[SpeculativeConfig | None, Field(description=(
+    "Speculative decoding for this arm; null decodes one token per step."))]
+
+
+class ContinuousArm(ConfigModel):
+    """Continuous (iteration-level) batching as in vLLM: running requests first, then
+    waiting ones; a new request's prefill runs whole in one step."""
+
+    name: str = Field(min_length=1)
+    """Arm name, unique within the experiment; labels results and `--set policies.<name>...`."""
+    kind: Literal["continuous"] = "continuous"
+    """Selects this policy."""
+    max_num_seqs: AtLeastOne = 256
+    """Most sequences in one step."""
+    max_num_batched_tokens: AtLeastOne | None = None
+    """Most new tokens in one step; null means `max_model_len`. Without chunked prefill it must
+    be at least `max_model_len` (as in vLLM), checked when the model is known."""
+    preemption: ArmPreemption = "recompute"
+    admission: ArmAdmission = None
+    admission_reserve: ArmAdmissionReserve = None
+    prefix_caching: ArmPrefixCaching = None
+    ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
+    deployment: ArmDeploymentKey = None
+    speculative: ArmSpeculative = None
+
+
+class ChunkedPrefillArm(ConfigModel):
+    """Chunked prefill as in Sarathi-Serve and vLLM v1: a per-step token budget; running
+    decodes first, then prefill chunks fill the rest, so a long prompt is spread over several
+    steps instead of stalling every decode for one long step."""
+
+    name: str = Field(min_length=1)
+    """Arm name, unique within the experiment; labels results and `--set policies.<name>...`."""
+    kind: Literal["chunked_prefill"] = "chunked_prefill"
+    """Selects this policy."""
+    token_budget: AtLeastOne = 2048
+    """Most new tokens in one step (vLLM's `max_num_batched_tokens`), decodes and prefill chunks
+    together. It bounds the longest step, hence decode inter-token latency; larger budgets
+    prefill faster. 2048 is vLLM v1's server default on GPUs under 70 GiB and on the A100
+    (8192 on the H100/H200); Sarathi-Serve used 512 for tight inter-token SLOs."""
+    max_num_seqs: AtLeastOne = 256
+    """Most sequences running at once (and in one step); at most `token_budget`, so that every
+    running request can decode in every step."""
+    long_prefill_token_threshold: AtLeastOne | None = None
+    """Cap on one request's prefill chunk per step, so that several long prompts share the
+    budget (and short ones are admitted beside a long one); null: no cap beyond the budget."""
+    preemption: ArmPreemption = "recompute"
+    admission: ArmAdmission = None
+    admission_reserve: ArmAdmissionReserve = None
+    prefix_caching: ArmPrefixCaching = None
+    ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
+    deployment: ArmDeploymentKey = None
+    speculative: ArmSpeculative = None
+
+    @model_validator(mode="after")
+    def _budget_holds_every_decode(self) -> Self:
+        if self.token_budget < self.max_num_seqs:
+            raise rule_error(
+                "token_budget",
+                f"must be >= max_num_seqs (got token_budget={self.token_budget}, "
+                f"max_num_seqs={self.max_num_seqs}), as in vLLM: every running request "
+                "decodes one token per step",
+            )
+        return self
+
+
+class KVLinkConfig(ConfigModel):
+    """The link that carries each prefilled request's KV cache (prompt tokens × the whole
+    model's KV bytes per token) from the prefill pool to the decode pool. One link joins the
+    two pools: transfers in flight share its bandwidth equally (processor sharing), and each
+    also pays `latency_us` once."""
+
+    bandwidth_gb_s: Positive | None = 50.0
+    """Bandwidth between the pools in GB/s (10^9 bytes per second), shared by every transfer
+    in flight; 50 is one 400 Gb/s NIC (InfiniBand NDR, RoCE). Null: unlimited, an ideal link
+    that separates the cost of the transfers from that of splitting the GPUs."""
+    latency_us: NonNegative = 10.0
+    """Fixed cost of each transfer in microseconds (setup and propagation), paid after its
+    last byte leaves; it does not occupy the link."""
+    layerwise: bool = False
+    """Pipeline the transfer layer by layer with the prefill (as Splitwise does): once the
+    decode replica has reserved its blocks, all but the last layer's share of the bytes
+    (1 / num_layers) may cross during the step that completes the prefill, and only the last
+    layer's share after it. False: the whole KV is sent after the prefill ends."""
+
+
+class DisaggregatedArm(ConfigModel):
+    """Disaggregated serving (DistServe, Splitwise): a prefill pool computes each prompt and
+    its first token (the TTFT); the request's KV cache then crosses `kv_link` to a decode pool,
+    which waits for free KV blocks for it and generates the remaining tokens with continuous
+    batching. Each pool has its own replicas, GPU, tensor parallelism and KV capacity (sized
+    from its own GPU memory, or `kv_cache.num_blocks`). The experiment's `replicas` does not
+    apply: the arm uses `prefill_replicas × prefill_tensor_parallel + decode_replicas ×
+    decode_tensor_parallel` GPUs. Arrivals reach the prefill pool through the experiment's
+    `router`; a prefilled request goes to the decode replica with the fewest requests (then
+    the most free KV blocks)."""
+
+    name: str = Field(min_length=1)
+    """Arm name, unique within the experiment; labels results and `--set policies.<name>...`."""
+    kind: Literal["disaggregated"] = "disaggregated"
+    """Selects this policy."""
+    prefill_replicas: AtLeastOne = 1
+    """Replicas in the prefill pool."""
+    decode_replicas: AtLeastOne = 1
+    """Replicas in the decode pool."""
+    prefill_hardware: str | None = Field(default=None, min_length=1)
+    """GPU of the prefill pool (a profile name or a path to a profile YAML); null: the
+    experiment's `hardware`."""
+    decode_hardware: str | None = Field(default=None, min_length=1)
+    """GPU of the decode pool; null: the experiment's `hardware`."""
+    prefill_tensor_parallel: AtLeastOne | None = None
+    """GPUs per prefill replica; null: the experiment's `tensor_parallel`."""
+    decode_tensor_parallel: AtLeastOne | None = None
+    """GPUs per decode replica; null: the experiment's `tensor_parallel`."""
+    prefill_token_budget: AtLeastOne | None = None
+    """Most prompt tokens a prefill replica computes in one step; null: `max_model_len`.
+    Without `prefill_chunked` every prompt is prefilled whole in one step (prompts batched up
+    to the budget), so a prompt longer than the budget is rejected
+    (`prompt_exceeds_token_budget`)."""
+    prefill_chunked: bool = False
+    """Chunked prefill in the prefill pool: a prompt longer than what is left of the budget is
+    spread over several steps (the `chunked_prefill` arm's rule). False: whole prompts, as
+    the `continuous` arm."""
+    prefill_max_num_seqs: AtLeastOne = 256
+    """Most prompts a prefill replica works on at once."""
+    decode_max_num_seqs: AtLeastOne = 256
+    """Most sequences decoding at once on a decode replica; a request whose KV has arrived
+    waits for a free slot."""
+    decode_preemption: Literal["recompute", "swap"] = "recompute"
+    """What a decode replica does when its KV cache runs out: drop the newest request's KV
+    and recompute it there (prompt and generated tokens), or swap it to host memory."""
+    kv_link: KVLinkConfig = Field(default_factory=KVLinkConfig)
+    """The link between the pools."""
+
+
+Arm = Annotated[StaticArm | ContinuousArm | ChunkedPrefillArm | DisaggregatedArm,
+                Field(discriminator="kind")]

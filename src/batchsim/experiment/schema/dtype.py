@@ -1,0 +1,14 @@
+"""Numeric formats of the model weights and the KV cache."""
+
+from typing import Literal
+
+from batchsim.experiment.schema.common import ConfigModel
+
+
+class DTypeConfig(ConfigModel):
+    """Numeric formats: they set the bytes moved per weight and per cached token."""
+
+    weights: Literal["bf16", "fp8", "int8", "int4"] = "bf16"
+    """Format of the model weights."""
+    kv_cache: Literal["bf16", "fp8", "int8"] = "bf16"
+    """Format of the KV cache; fewer bytes per token means more concurrent sequences."""

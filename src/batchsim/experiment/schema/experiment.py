@@ -1,0 +1,141 @@
+"""The top-level ``Experiment`` model: one experiment file."""
+
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from batchsim.experiment.schema.arms import Arm
+from batchsim.experiment.schema.common import (
+    AtLeastOne,
+    ConfigModel,
+    NonNegative,
+    Positive,
+    rule_error,
+)
+from batchsim.experiment.schema.dtype import DTypeConfig
+from batchsim.experiment.schema.engine import EngineConfig
+from batchsim.experiment.schema.kv_cache import KVCacheConfig
+from batchsim.experiment.schema.output import OutputConfig
+from batchsim.experiment.schema.plan import PlanConfig
+from batchsim.experiment.schema.slo import SLOConfig
+from batchsim.experiment.schema.sweep import SweepConfig
+from batchsim.experiment.schema.workload import WorkloadConfig
+
+
+class Experiment(ConfigModel):
+    """One experiment: a model on a GPU, a request stream, and the batching policies (arms)
+    that each serve that same stream."""
+
+    name: str = Field(min_length=1, pattern=r"^[^/\\]+$")
+    """Experiment name (no path separators); the default output folder is `results/<name>`."""
+    seed: int = Field(default=0, ge=0)
+    """Seed of the run's random numbers: same seed, same results."""
+    model: str = Field(min_length=1)
+    """Model: a library name such as `llama-3.1-8b`, or a path to a Hugging Face
+    `config.json`."""
+    hardware: str = Field(min_length=1)
+    """GPU: a profile name such as `h100-sxm`, or a path to a profile YAML."""
+    tensor_parallel: AtLeastOne = 1
+    """GPUs per pipeline stage, each holding a slice of every layer (tensor parallelism)."""
+    pipeline_parallel: AtLeastOne = 1
+    """Pipeline stages per replica, each holding a contiguous share of the layers; a replica
+    uses `tensor_parallel × pipeline_parallel` GPUs."""
+    expert_parallel: AtLeastOne = 1
+    """GPUs of a stage that the experts of a mixture-of-experts model are spread over (expert
+    parallelism); 1 shards every expert by tensor parallelism instead."""
+    data_parallel_attention: bool = False
+    """Run attention data-parallel over the stage's GPUs (each GPU its own share of the
+    sequences, full attention weights, KV not split by heads) instead of tensor-parallel."""
+    moe_imbalance: float = Field(default=1.0, ge=1.0)
+    """Routing skew of a mixture-of-experts model under expert parallelism: the GPU holding the
+    most-routed experts receives this many times the mean tokens, and the step waits for it
+    (1 = balanced routing; no effect without `expert_parallel`). docs/how-to/moe.md."""
+    dtype: DTypeConfig = Field(default_factory=DTypeConfig)
+    """Numeric formats of weights and KV cache."""
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    """Fraction of GPU memory the server may use (weights, activations, KV cache)."""
+    max_model_len: int | None = Field(default=None, ge=2)
+    """Longest prompt + output a request may have; null means the model's
+    `max_position_embeddings`. Lengths drawn from distributions are clipped to fit."""
+    kv_cache: KVCacheConfig = Field(default_factory=KVCacheConfig)
+    """The paged KV cache."""
+    replicas: AtLeastOne = 1
+    """Model replicas, each on `tensor_parallel × pipeline_parallel` GPUs (a `disaggregated`
+    arm sizes its own pools instead)."""
+    router: Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity",
+                    "shared_queue"] = "round_robin"
+    """How arrivals reach replicas: assigned on arrival in turn, to the fewest queued +
+    running, to the most free KV blocks, or (`prefix_affinity`, with prefix caching) to the
+    longest cached prefix of the prompt, then the fewest queued + running (ties to the lowest
+    replica index); or `shared_queue`: one FCFS queue from which the first replica with room
+    takes the next request."""
+    workload: WorkloadConfig
+    """The request stream."""
+    warmup_s: NonNegative = 0.0
+    """Requests arriving before this time are excluded from the summary."""
+    cooldown_s: NonNegative = 0.0
+    """Requests arriving in the last `cooldown_s` of the arrival span are excluded from the
+    summary."""
+    slo: SLOConfig = Field(default_factory=SLOConfig)
+    """Latency targets for goodput and SLO attainment."""
+    policies: list[Arm] = Field(min_length=1)
+    """The arms: batching policies, each run on the same request stream; names are unique."""
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    """Where results go."""
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    """Simulation-engine settings."""
+    sweep: list[SweepConfig] | None = None
+    """Parameters to sweep: one mapping, or a list of them that forms a grid (every
+    combination). Each point is a full run of the experiment, written to its own folder."""
+    replications: AtLeastOne = 1
+    """Runs of each point with independent seeds (spawned from `seed`); the summary gives each
+    metric's mean and 95% confidence interval over them."""
+    pricing: dict[str, Positive] = Field(default_factory=dict)
+    """Dollars per GPU-hour by hardware: keyed by a profile name, one of its aliases, or the
+    `hardware` string as written (e.g. `{h100-sxm: 2.5}`). Each arm's summary then gives its
+    cost per million tokens over the measured window (docs/how-to/energy-and-cost.md); `batchsim
+    plan` uses it when `plan.price_per_gpu_hour` is empty. Empty: no cost is given."""
+    plan: PlanConfig | None = None
+    """Capacity planning questions for `batchsim plan`; ignored by `batchsim run` and
+    `batchsim sweep`."""
+
+    @field_validator("sweep", mode="before")
+    @classmethod
+    def _one_sweep_is_a_list_of_one(cls, value: object) -> object:
+        return [value] if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _arm_names_unique(self) -> Self:
+        first_index: dict[str, int] = {}
+        for index, arm in enumerate(self.policies):
+            if arm.name in first_index:
+                raise rule_error(
+                    f"policies.{index}.name",
+                    f"duplicate arm name {arm.name!r} (already used by "
+                    f"policies.{first_index[arm.name]})",
+                )
+            first_index[arm.name] = index
+        return self
+
+    @model_validator(mode="after")
+    def _orderings_fit_the_workload(self) -> Self:
+        for index, arm in enumerate(self.policies):
+            ordering = getattr(arm, "ordering", None)
+            kind = "fcfs" if ordering is None else ordering.kind
+            if kind == "fcfs":
+                continue
+            key = f"policies.{index}.ordering.kind"
+            if self.router == "shared_queue":
+                raise rule_error(key, f"{kind} orders each replica's waiting queue, but with "
+                                      "router: shared_queue requests wait in one central FCFS "
+                                      "queue (use another router, or ordering fcfs)")
+            if kind in ("priority", "fair_share") and self.workload.tenants is None:
+                raise rule_error(key, f"{kind} needs workload.tenants: with one stream every "
+                                      "request has the same tenant and priority")
+        return self
+
+    @property
+    def output_dir(self) -> Path:
+        """The result folder as written (`output.dir`, else `results/<name>`)."""
+        return Path(self.output.dir) if self.output.dir is not None else Path("results", self.name)
