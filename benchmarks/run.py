@@ -1,4 +1,5 @@
-"""Speed benchmarks (DESIGN §11): simulated requests and tokens per wall second, peak memory.
+"""Speed benchmarks (docs/design.md §11): simulated requests and tokens per wall second, peak
+memory.
 
     python -m benchmarks.run              # all
     python -m benchmarks.run a c          # some

@@ -90,13 +90,6 @@ def text_differences(actual: str, expected: str, *, where: str = "text") -> list
     return differences
 
 
-def without_numbers(text: str) -> str:
-    """`text` with every number replaced by `#` and runs of spaces by one space: what two
-    renderings must share when their numbers may differ (padding after a number follows
-    the number's length)."""
-    return re.sub(r" +", " ", _NUMBER.sub("#", text))
-
-
 def _walk(actual: Any, expected: Any, path: DocPath, tolerance: Callable[[DocPath], Tolerance],
           numbers_in_text: Callable[[DocPath], bool], out: list[str]) -> None:
     where = _name(path)

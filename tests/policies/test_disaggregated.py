@@ -1,4 +1,5 @@
-"""Disaggregated serving: handoff rules, layer-wise pipelining and invariants (DESIGN §2, §10.2)."""
+"""Disaggregated serving: handoff rules, layer-wise pipelining and invariants (docs/design.md §2,
+§10.2)."""
 
 from __future__ import annotations
 

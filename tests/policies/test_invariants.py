@@ -1,4 +1,4 @@
-"""Conservation and invariants over random workloads (DESIGN §10.2), for every policy."""
+"""Conservation and invariants over random workloads (docs/design.md §10.2), for every policy."""
 
 from __future__ import annotations
 

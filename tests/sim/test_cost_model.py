@@ -1,4 +1,4 @@
-"""The roofline cost model reproduces the physics the simulator relies on (DESIGN §3)."""
+"""The roofline cost model reproduces the physics the simulator relies on (docs/design.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""KV capacity: memory x utilisation - weights - reserve, in blocks, per GPU (DESIGN §2)."""
+"""KV capacity: memory x utilisation - weights - reserve, in blocks, per GPU (docs/design.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A long prompt spikes decode ITL without chunked prefill and not with it (DESIGN §10.4).
+"""A long prompt spikes decode ITL without chunked prefill and not with it (docs/design.md §10.4).
 
 A reduced `experiments/long_prompt_interference.yaml`: one minute of chat traffic with 32k-token
 documents. Continuous batching prefills each document in one ~1 s step that every running decode

@@ -1,4 +1,4 @@
-"""A disaggregated arm's TTFT is its prefill pool's time to first token (DESIGN §2).
+"""A disaggregated arm's TTFT is its prefill pool's time to first token (docs/design.md §2).
 
 With one prefill and one decode replica and an ideal link (infinite bandwidth, no latency), the
 prefill replica serves exactly what a lone replica of the same policy serves when every answer

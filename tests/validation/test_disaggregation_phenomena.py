@@ -1,4 +1,4 @@
-"""Disaggregation trades TTFT for TPOT on prompt-heavy traffic (DESIGN §10.4).
+"""Disaggregation trades TTFT for TPOT on prompt-heavy traffic (docs/design.md §10.4).
 
 A 40-second `experiments/disaggregation.yaml`: six H100s, ~3,000-token prompts. Colocated
 replicas stall their decodes for every prompt they prefill; a decode pool never does, so its

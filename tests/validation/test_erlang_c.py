@@ -1,4 +1,5 @@
-"""Several replicas behind one shared FCFS queue at batch size 1: an M/M/c queue (DESIGN §10.1).
+"""Several replicas behind one shared FCFS queue at batch size 1: an M/M/c queue (docs/design.md
+§10.1).
 
 One-token prompts and geometric outputs make each service a geometric number of near-equal
 decode steps — nearly exponential (CV² = 1 − 1/mean). The mean wait must then match Erlang C,

@@ -1,4 +1,4 @@
-"""Known serving phenomena must reproduce (DESIGN §10.4)."""
+"""Known serving phenomena must reproduce (docs/design.md §10.4)."""
 
 from __future__ import annotations
 

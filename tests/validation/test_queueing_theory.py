@@ -1,4 +1,5 @@
-"""Batch size 1 turns the server into a single-server queue: check it against theory (DESIGN §10.1).
+"""Batch size 1 turns the server into a single-server queue: check it against theory
+(docs/design.md §10.1).
 
 Pollaczek–Khinchine gives the mean wait in an M/G/1 queue, Wq = λ·E[S²] / (2·(1 − ρ)) with
 ρ = λ·E[S]; fixed lengths make the service deterministic (M/D/1). The service-time moments are

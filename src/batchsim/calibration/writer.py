@@ -68,7 +68,7 @@ def number(value: float) -> str:
 
 def _efficiency_block(eff: RooflineEfficiency) -> str:
     header = (
-        "# Roofline efficiencies (DESIGN §3), "
+        "# Roofline efficiencies (docs/design.md §3), "
         + ("fitted by `batchsim calibrate fit`." if eff.calibrated else "uncalibrated priors.")
     )
     lines = [header, "efficiency:", f"  calibrated: {'true' if eff.calibrated else 'false'}"]

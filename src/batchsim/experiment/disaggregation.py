@@ -1,4 +1,5 @@
-"""Build a `disaggregated` arm (DESIGN §2, §4): resolve each pool's GPU, memory and cost model,
+"""Build a `disaggregated` arm (docs/design.md §2, §4): resolve each pool's GPU, memory and cost
+model,
 make its replicas' policies, wire them to the KV link, and add the arm's own outputs."""
 
 from __future__ import annotations

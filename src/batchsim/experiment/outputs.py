@@ -1,4 +1,4 @@
-"""Write a run's results: requests.parquet, timeseries.parquet and summary.json (DESIGN §8).
+"""Write a run's results: requests.parquet, timeseries.parquet and summary.json (docs/design.md §8).
 
 Nothing written depends on the machine or the clock, so the same file and seed give the same
 bytes.

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 from batchsim.experiment.schema import (
     AdmissionConfig,
     AdmissionReserveConfig,
@@ -86,30 +90,59 @@ def arm_prefix_caching(arm: Arm, experiment_default: bool) -> bool:
     return experiment_default if arm.prefix_caching is None else arm.prefix_caching
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaResources:
+    """What every replica's policy is built with, whatever its kind."""
+
+    pool: KVBlockPool
+    swap_blocks: int
+    max_model_len: int
+    index: int  # the arm's position, for error messages
+    speculation: Speculation | None
+
+
+def _static(arm: StaticArm, res: ReplicaResources) -> BatchingPolicy:
+    return StaticBatching(pool=res.pool, max_batch_size=arm.max_batch_size,
+                          max_wait_s=arm.max_wait_s, max_output_tokens=arm.max_output_tokens,
+                          ordering=build_ordering(arm.ordering))
+
+
+def _chunked_prefill(arm: ChunkedPrefillArm, res: ReplicaResources) -> BatchingPolicy:
+    return ChunkedPrefill(
+        pool=res.pool, token_budget=arm.token_budget, max_num_seqs=arm.max_num_seqs,
+        long_prefill_token_threshold=arm.long_prefill_token_threshold,
+        preemption=arm.preemption, swap_space=HostSwapSpace(res.swap_blocks),
+        admission=build_admission(arm.admission),
+        reserve=build_reserve(arm.admission_reserve), ordering=build_ordering(arm.ordering),
+        speculation=res.speculation,
+    )
+
+
+def _continuous(arm: ContinuousArm, res: ReplicaResources) -> BatchingPolicy:
+    return ContinuousBatching(
+        pool=res.pool, max_num_seqs=arm.max_num_seqs,
+        max_num_batched_tokens=effective_token_budget(arm, res.max_model_len, res.index),
+        preemption=arm.preemption, swap_space=HostSwapSpace(res.swap_blocks),
+        admission=build_admission(arm.admission), reserve=build_reserve(arm.admission_reserve),
+        ordering=build_ordering(arm.ordering), speculation=res.speculation,
+    )
+
+
+# The registry seam: an arm `kind` of the schema -> the builder of its replicas' policy. A new
+# colocated policy adds its arm model to the schema and one entry here (docs/design.md §4).
+# `disaggregated` arms build two pools instead (experiment/disaggregation.py).
+POLICY_BUILDERS: dict[str, Callable[[Any, ReplicaResources], BatchingPolicy]] = {
+    "static": _static,
+    "continuous": _continuous,
+    "chunked_prefill": _chunked_prefill,
+}
+
+
 def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
                  swap_blocks: int, max_model_len: int,
                  prefix_caching: bool = False,
                  speculation: Speculation | None = None) -> BatchingPolicy:
     pool = KVBlockPool(num_blocks, block_size,
                        prefix_caching=arm_prefix_caching(arm, prefix_caching))
-    if isinstance(arm, StaticArm):
-        return StaticBatching(pool=pool, max_batch_size=arm.max_batch_size,
-                              max_wait_s=arm.max_wait_s, max_output_tokens=arm.max_output_tokens,
-                              ordering=build_ordering(arm.ordering))
-    if isinstance(arm, ChunkedPrefillArm):
-        return ChunkedPrefill(
-            pool=pool, token_budget=arm.token_budget, max_num_seqs=arm.max_num_seqs,
-            long_prefill_token_threshold=arm.long_prefill_token_threshold,
-            preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
-            admission=build_admission(arm.admission),
-            reserve=build_reserve(arm.admission_reserve), ordering=build_ordering(arm.ordering),
-            speculation=speculation,
-        )
-    assert isinstance(arm, ContinuousArm)
-    return ContinuousBatching(
-        pool=pool, max_num_seqs=arm.max_num_seqs,
-        max_num_batched_tokens=effective_token_budget(arm, max_model_len, index),
-        preemption=arm.preemption, swap_space=HostSwapSpace(swap_blocks),
-        admission=build_admission(arm.admission), reserve=build_reserve(arm.admission_reserve),
-        ordering=build_ordering(arm.ordering), speculation=speculation,
-    )
+    resources = ReplicaResources(pool, swap_blocks, max_model_len, index, speculation)
+    return POLICY_BUILDERS[arm.kind](arm, resources)

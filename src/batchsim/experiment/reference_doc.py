@@ -1,4 +1,4 @@
-"""Generate the experiment-file reference tables from the pydantic models in ``config.py``.
+"""Generate the experiment-file reference tables from the pydantic models in ``schema/``.
 
 The tables in ``docs/reference/experiment.md`` sit between ``<!-- schema:start -->`` and
 ``<!-- schema:end -->``; a test checks they equal ``render_schema_markdown()``, so the doc

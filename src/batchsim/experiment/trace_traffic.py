@@ -1,6 +1,6 @@
 """A `trace` arrivals section -> the trace to replay: load, window, filter, sample, rescale.
 
-The steps run in that order (DESIGN §5), so a `target_rate` is the rate of what is finally
+The steps run in that order (docs/design.md §5), so a `target_rate` is the rate of what is finally
 replayed. What each step kept is written into the traffic description (summary.json's
 `traffic`), and what a parser dropped (BurstGPT's failed rows) comes back as notes for the
 console -- nothing is dropped silently.

@@ -1,7 +1,8 @@
-"""Turn the `workload` section into the engine's traffic, from one seed (DESIGN §5).
+"""Turn the `workload` section into the engine's traffic, from one seed (docs/design.md §5).
 
 Lengths drawn from distributions are clipped so that prompt + output fits `max_model_len`
-(DESIGN §5); the number clipped is reported. Trace requests are never altered: one that does not
+(docs/design.md §5); the number clipped is reported. Trace requests are never altered: one that
+does not
 fit is rejected by the engine with a reason. Several tenants are generated independently (each
 from its own child seed) and merged by arrival time, each request keeping its tenant's index
 and priority.

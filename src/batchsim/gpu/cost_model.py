@@ -1,4 +1,5 @@
-"""The roofline cost of one engine step (DESIGN §3), cheap enough to call every simulated step.
+"""The roofline cost of one engine step (docs/design.md §3), cheap enough to call every simulated
+step.
 
 Each GEMM is bound by its compute time or its memory time: with few tokens the weights
 streaming from HBM dominate (why batching decode is nearly free), with many tokens the FLOPs do

@@ -47,7 +47,7 @@ class PeakFlops:
 
 @dataclass(frozen=True, slots=True)
 class RooflineEfficiency:
-    """Fractions of peak actually reached, and fixed latencies (DESIGN §3)."""
+    """Fractions of peak actually reached, and fixed latencies (docs/design.md §3)."""
 
     calibrated: bool
     note: str

@@ -1,4 +1,4 @@
-"""How a GPU's memory divides into weights, runtime reserve and KV-cache blocks (DESIGN §2).
+"""How a GPU's memory divides into weights, runtime reserve and KV-cache blocks (docs/design.md §2).
 
 Everything is per GPU: under tensor parallelism each GPU holds a shard of the weights and of
 every token's KV heads, and the KV pool has the same number of blocks on each GPU. Under

@@ -1,4 +1,5 @@
-"""The cost of one engine step on a pipeline-parallel replica (DESIGN §3, pipeline parallelism).
+"""The cost of one engine step on a pipeline-parallel replica (docs/design.md §3, pipeline
+parallelism).
 
 A replica of PP stages runs a step's batch the way vLLM's pipelined engine does (V0's "virtual
 engines", V1's batch queue with async scheduling): the sequences are dealt round-robin into

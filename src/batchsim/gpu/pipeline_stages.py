@@ -1,4 +1,5 @@
-"""How a replica's layers and GPUs divide into pipeline stages (DESIGN §3, pipeline parallelism).
+"""How a replica's layers and GPUs divide into pipeline stages (docs/design.md §3, pipeline
+parallelism).
 
 Layers are split into `pipeline_parallel` contiguous blocks of L / PP layers, stage 0 first: the
 rule vLLM's `get_pp_indices` applies when PP divides L. (vLLM also accepts an uneven split,

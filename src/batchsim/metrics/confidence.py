@@ -1,4 +1,4 @@
-"""Means and 95% confidence intervals over independent replications (DESIGN §6).
+"""Means and 95% confidence intervals over independent replications (docs/design.md §6).
 
 Each replication runs the same experiment with an independent seed, so every summary number
 is one sample per replication; its interval is Student's t over those samples:

@@ -1,4 +1,4 @@
-"""Fairness metrics (DESIGN §6): slowdown, per-tenant metrics and Jain's index.
+"""Fairness metrics (docs/design.md §6): slowdown, per-tenant metrics and Jain's index.
 
 - **Slowdown** of a finished request = its E2E latency / its service time alone: the seconds the
   cost model gives for it on an idle replica, its whole prompt in one step (which emits the

@@ -1,4 +1,4 @@
-"""Prefix-cache outputs (DESIGN §3): each request's cached prompt tokens, and the hit rates.
+"""Prefix-cache outputs (docs/design.md §3): each request's cached prompt tokens, and the hit rates.
 
 A hit rate is over the measured requests that were admitted (served at least once): cached
 prompt tokens over their prompt tokens, and cached blocks over their full prompt blocks (the

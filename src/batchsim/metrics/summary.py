@@ -1,4 +1,5 @@
-"""Summary metrics of one arm (DESIGN §6), computed from the request table and the run record.
+"""Summary metrics of one arm (docs/design.md §6), computed from the request table and the run
+record.
 
 The measured requests are those arriving in [warmup_s, last arrival − cooldown_s]. Rates divide
 by the measurement window: from warmup_s to the finish of the last measured request.

@@ -11,7 +11,7 @@ from batchsim.sim.request import Request, RequestStatus
 
 
 def requests_table(requests: list[Request]) -> pd.DataFrame:
-    """Timestamps and the latencies derived from them, vllm-bench-serve style (DESIGN §6).
+    """Timestamps and the latencies derived from them, vllm-bench-serve style (docs/design.md §6).
 
     TPOT is (e2e − ttft) / (output − 1), undefined (NaN) for one-token outputs; latencies of
     rejected requests are NaN.

@@ -1,4 +1,5 @@
-"""Admission on arrival and admission into the batch, for the iteration-level policies (DESIGN §4).
+"""Admission on arrival and admission into the batch, for the iteration-level policies
+(docs/design.md §4).
 
 Two independent options:
 

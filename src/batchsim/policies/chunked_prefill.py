@@ -1,4 +1,4 @@
-"""Chunked prefill (Sarathi-Serve; vLLM v1's scheduler), DESIGN §4.
+"""Chunked prefill (Sarathi-Serve; vLLM v1's scheduler), docs/design.md §4.
 
 Each step has a token budget. Decodes go first: running requests that need one token, in
 admission order, each reserving the KV for it or preempting the most recently admitted running

@@ -1,4 +1,4 @@
-"""Continuous (iteration-level) batching, vLLM-style, without chunked prefill (DESIGN §4).
+"""Continuous (iteration-level) batching, vLLM-style, without chunked prefill (docs/design.md §4).
 
 Each step: running requests first, in admission order, each allocating the KV for its next
 token or preempting the most recently admitted running request until it can; then, only if

@@ -1,4 +1,4 @@
-"""The two kinds of replica of disaggregated serving (DistServe, Splitwise), DESIGN §4.
+"""The two kinds of replica of disaggregated serving (DistServe, Splitwise), docs/design.md §4.
 
 A prefill-pool replica runs an ordinary policy (continuous or chunked prefill) on *prefill
 stages*: copies of the requests whose output is their first token. When a stage finishes, its

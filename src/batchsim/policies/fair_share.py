@@ -1,4 +1,4 @@
-"""Per-tenant fair share by tokens served: a virtual token counter per tenant (DESIGN §4).
+"""Per-tenant fair share by tokens served: a virtual token counter per tenant (docs/design.md §4).
 
 The design follows the idea of Sheng et al., "Fairness in Serving Large Language Models"
 (OSDI'24): serve next the backlogged tenant that has been served least. Each tenant has a

@@ -1,4 +1,4 @@
-"""Waiting-queue disciplines: which waiting request a policy considers next (DESIGN §4).
+"""Waiting-queue disciplines: which waiting request a policy considers next (docs/design.md §4).
 
 Ordering is split from admission: a policy admits from the head of its waiting queue until the
 head does not fit (head-of-line blocking, as vLLM does), and the queue alone decides which

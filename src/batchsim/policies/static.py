@@ -1,4 +1,5 @@
-"""Static batching (DESIGN §4): a batch is formed, prefilled together and decoded to the end.
+"""Static batching (docs/design.md §4): a batch is formed, prefilled together and decoded to the
+end.
 
 The batch waits for up to `max_batch_size` requests (or `max_wait_s` after its first request
 queued), prefills them padded to the longest prompt, then decodes every slot until the longest

@@ -1,4 +1,5 @@
-"""Disaggregated serving (DistServe, Splitwise; DESIGN §2): a prefill pool, a KV link, a decode
+"""Disaggregated serving (DistServe, Splitwise; docs/design.md §2): a prefill pool, a KV link, a
+decode
 pool.
 
 Each arrival becomes a *prefill stage* — a copy of the request whose output is its first token —

@@ -1,4 +1,5 @@
-"""The SimPy engine: arrivals, a router, and one stepping process per replica (DESIGN §2)."""
+"""The SimPy engine: arrivals, a router, and one stepping process per replica (docs/design.md
+§2)."""
 
 from __future__ import annotations
 

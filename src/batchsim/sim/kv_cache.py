@@ -1,7 +1,8 @@
 """Paged KV cache: a pool of fixed-size blocks owned by requests (vLLM's block manager, simplified).
 
 Blocks have ids so that double frees and leaks are detectable. With prefix caching (vLLM v1's
-design, DESIGN §3) a full block whose content is named by a prefix key stays cached after its
+design, docs/design.md §3) a full block whose content is named by a prefix key stays cached after
+its
 owner leaves: reference-counted while requests use it, on an LRU list of evictable blocks when
 none does, reusable until allocation evicts it. Evictable blocks count as free everywhere
 (`num_free`, allocation, the fast path's growth bounds), since allocation takes them exactly

@@ -1,4 +1,5 @@
-"""The link that carries KV caches from a prefill pool to a decode pool (DESIGN §2, disaggregated).
+"""The link that carries KV caches from a prefill pool to a decode pool (docs/design.md §2,
+disaggregated).
 
 Bandwidth is shared equally by the transfers whose bytes are on the link (processor sharing):
 with n of them each moves at `bandwidth / n`. A transfer alone takes `latency + bytes /

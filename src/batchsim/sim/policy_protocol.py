@@ -1,4 +1,4 @@
-"""The small protocol through which the engine drives a batching policy (DESIGN §4).
+"""The small protocol through which the engine drives a batching policy (docs/design.md §4).
 
 `sim` never imports a policy: policies implement this protocol and the application wires them.
 """
@@ -30,7 +30,8 @@ class BatchingPolicy(Protocol):
         ...
 
     def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
-        """The fast path's question (DESIGN §11): of the next `horizon` steps, how many would
+        """The fast path's question (docs/design.md §11): of the next `horizon` steps, how many
+        would
         repeat `plan` unchanged — each request one more token, contexts one longer — if nothing
         arrived? Answer 1 to step normally. The engine asks only about decode-only plans without
         preemption, and bounds `horizon` by the first request to finish; the policy bounds it by

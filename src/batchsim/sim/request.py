@@ -1,4 +1,5 @@
-"""A request is a token account (DESIGN §2): no prefill/decode phase, only computed tokens."""
+"""A request is a token account (docs/design.md §2): no prefill/decode phase, only computed
+tokens."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Routers: which replica an arriving request goes to (DESIGN §2).
+"""Routers: which replica an arriving request goes to (docs/design.md §2).
 
 A router sees each replica's load at the arrival instant and the arrival's sequence number;
 ties go to the lowest replica index so that runs are deterministic.

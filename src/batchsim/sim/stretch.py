@@ -1,4 +1,4 @@
-"""The fast path: advance a decode-only batch over many steps at once, exactly (DESIGN §11).
+"""The fast path: advance a decode-only batch over many steps at once, exactly (docs/design.md §11).
 
 Between two scheduling changes a decode-only batch evolves deterministically: every sequence
 gets one token per step and its context grows by one. A policy says how many steps its plan

@@ -1,4 +1,4 @@
-"""Multi-turn sessions (DESIGN §5): each turn's prompt is the whole conversation so far.
+"""Multi-turn sessions (docs/design.md §5): each turn's prompt is the whole conversation so far.
 
 A session's token stream is a shared system prompt, then user message 1, answer 1, user
 message 2, ... Turn k's prompt is the stream up to the end of user message k, its output is

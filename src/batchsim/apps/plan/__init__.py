@@ -1,4 +1,5 @@
-"""Capacity planning (`batchsim plan`, DESIGN §9): questions answered by many simulated runs.
+"""Capacity planning (`batchsim plan`, docs/design.md §9): questions answered by many simulated
+runs.
 
 Every configuration the plan evaluates is an ordinary run of the experiment file with
 `--set`-style overrides (the sweep machinery's `RunTask`), in its own folder under the plan's

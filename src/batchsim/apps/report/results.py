@@ -69,7 +69,7 @@ class RunResults:
         return float(value) if isinstance(value, int | float) else None
 
     def measured_requests(self, arm: str) -> pd.DataFrame | None:
-        """The arm's requests that count in its summary (DESIGN §6: warm-up and cool-down
+        """The arm's requests that count in its summary (docs/design.md §6: warm-up and cool-down
         excluded), so the plots agree with the table; None when the table cannot say."""
         frame = _rows_of(self.requests, arm)
         if frame is None or "arrival_s" not in frame.columns:

@@ -1,4 +1,4 @@
-"""Sweeps and replications (DESIGN §7–§8): many runs of one experiment, then one summary.
+"""Sweeps and replications (docs/design.md §7–§8): many runs of one experiment, then one summary.
 
 Each (point, replication) is an ordinary run of the experiment with `--set`-style overrides,
 written to its own folder (`point-NNN_.../` and, with replications, `rep-R/`). A folder whose

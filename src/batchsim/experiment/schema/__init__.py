@@ -1,4 +1,4 @@
-"""The experiment file's schema (DESIGN.md §7): pydantic models, one per YAML mapping.
+"""The experiment file's schema (docs/design.md §7): pydantic models, one per YAML mapping.
 
 Every model forbids unknown keys and is immutable. Variants are discriminated on ``kind``.
 The attribute docstrings are the field descriptions: they feed error messages and the

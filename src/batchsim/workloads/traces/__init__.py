@@ -1,1 +1,1 @@
-"""Trace file formats beyond Azure 2023, one parser per module; ``trace_formats`` registers them."""
+"""Trace files: one parser module per format, the registry of formats, replay and transforms."""
