@@ -8,6 +8,7 @@ from pathlib import Path
 from batchsim.calibration.own_report import render_own_measurements
 from batchsim.calibration.report import render_fidelity, target_met
 from batchsim.gpu.hardware import list_gpu_profiles, load_gpu_profile
+from tests.numeric_compare import text_differences
 
 _ROOT = Path(__file__).resolve().parents[2]
 _DOC = _ROOT / "docs" / "fidelity.md"
@@ -16,9 +17,16 @@ _SAMPLES = Path(str(files("batchsim.hardware_profiles"))) / "measurements"
 
 def test_committed_fidelity_report_matches_the_shipped_profiles() -> None:
     profiles = [load_gpu_profile(name) for name in list_gpu_profiles()]
-    assert _DOC.read_text(encoding="utf-8") == render_fidelity(
-        profiles, "images", render_own_measurements(_SAMPLES)), (
-        "docs/fidelity.md is stale: run `batchsim calibrate report`"
+    rendered = render_fidelity(profiles, "images", render_own_measurements(_SAMPLES))
+    # Compared at the printed precision, not byte for byte: the section on our own
+    # measurements prices the shipped tables through the roofline, whose exp, log and
+    # fractional powers numpy computes with different SIMD code on different CPUs (with and
+    # without AVX-512), so a figure a last bit from a rounding boundary may print one unit
+    # of its last digit apart. Text, row counts and every other figure must match.
+    differences = text_differences(_DOC.read_text(encoding="utf-8"), rendered,
+                                   where="docs/fidelity.md")
+    assert not differences, (
+        "docs/fidelity.md is stale: run `batchsim calibrate report`\n" + "\n".join(differences)
     )
 
 
