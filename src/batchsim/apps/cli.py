@@ -16,6 +16,7 @@ from batchsim.apps import api
 from batchsim.apps.calibrate_cli import calibrate_app
 from batchsim.apps.console import print_summary
 from batchsim.apps.executors import ExecutorError
+from batchsim.apps.replay.measured import ReplayError
 from batchsim.apps.report.results import ReportError
 from batchsim.calibration.summary import calibration_summary
 from batchsim.experiment.loader import ConfigError, dump_resolved, load_experiment
@@ -34,7 +35,7 @@ app = typer.Typer(
 )
 app.add_typer(calibrate_app, name="calibrate")
 _USER_ERRORS = (ConfigError, ArmError, HardwareError, ModelError, ModelDoesNotFitError,
-                WorkloadError, ReportError, ExecutorError)
+                WorkloadError, ReportError, ExecutorError, ReplayError)
 
 
 def _print_version(value: bool) -> None:
@@ -182,6 +183,23 @@ def plan(
     with _user_errors(file):
         run_plan_command(file, list(set_ or []), out, jobs=jobs, executor=executor,
                          address=address)
+
+
+@app.command()
+def replay(
+    files: Annotated[list[Path], typer.Argument(
+        help="Measured benchmarks: CSV files of aggregate rows (engine, model, GPU, layout, "
+             "isl/osl/concurrency, measured mean TTFT and TPOT).")],
+    out: Annotated[Path, typer.Option(help="Folder for replay.json and replay.parquet.")] = Path(
+        "results/replay"),
+    requests_per_user: Annotated[int, typer.Option(
+        min=1, help="Requests each closed-loop user sends in a simulated case.")] = 4,
+) -> None:
+    """Simulate measured serving benchmarks case by case and report the error of each."""
+    from batchsim.apps.replay.cli import run_replay_command  # only when replaying
+
+    with _user_errors(files[0]):
+        run_replay_command(files, out, requests_per_user)
 
 
 @app.command()

@@ -1,0 +1,82 @@
+"""`batchsim replay`: read measured benchmarks, simulate each case, print and write the error."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from batchsim.apps.replay.measured import MeasuredCase, Unreplayed, read_cases
+from batchsim.apps.replay.score import case_table, error_summary
+from batchsim.apps.replay.simulate import replay_cases
+from batchsim.experiment.outputs import json_safe, versions
+
+
+def run_replay_command(files: Sequence[Path], out: Path, requests_per_user: int) -> None:
+    console = Console()
+    if not console.is_terminal:  # a file or a pipe: the whole table, not 80 columns of it
+        console = Console(width=200)
+    cases: list[MeasuredCase] = []
+    skipped: list[Unreplayed] = []
+    for file in files:
+        found, unread = read_cases(file)
+        cases += found
+        skipped += unread
+    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("simulating cases", total=len(cases))
+        replayed, failed = replay_cases(cases, requests_per_user,
+                                        on_case=lambda done: progress.update(task, completed=done))
+    skipped += failed
+    table = case_table(replayed)
+    summary = error_summary(table, skipped)
+    _write(out, files, requests_per_user, table, summary, skipped)
+    console.print(_summary_table(summary))
+    for reason, count in Counter(s.reason for s in skipped).most_common():
+        console.print(f"not simulated: {count} row(s): {escape(reason)}")
+    console.print(f"wrote {escape(str(out / 'replay.json'))} and replay.parquet")
+
+
+def _write(out: Path, files: Sequence[Path], requests_per_user: int, table: pd.DataFrame,
+           summary: pd.DataFrame, skipped: Sequence[Unreplayed]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_parquet(out / "replay.parquet", index=False)
+    document = {
+        "inputs": [file.name for file in files],
+        "requests_per_user": requests_per_user,
+        "summary": summary.to_dict("records"),
+        "not_simulated": [{"case_id": s.case_id, "source": s.source, "engine": s.engine,
+                           "model": s.model, "gpu": s.gpu, "reason": s.reason}
+                          for s in skipped],
+        "versions": versions(),
+    }
+    text = json.dumps(json_safe(document), indent=2, allow_nan=False)
+    (out / "replay.json").write_text(text + "\n", encoding="utf-8")
+
+
+def _summary_table(summary: pd.DataFrame) -> Table:
+    table = Table(title="simulated / measured − 1 (mean TTFT, mean TPOT)")
+    for header in ("engine", "GPU", "model", "simulated", "TTFT median |err|", "TTFT p90",
+                   "TTFT bias", "TPOT median |err|", "TPOT p90", "TPOT bias"):
+        table.add_column(header, justify="left" if header in ("engine", "GPU", "model")
+                         else "right")
+    for row in summary.to_dict("records"):
+        table.add_row(escape(str(row["engine"])), escape(str(row["gpu"])),
+                      escape(str(row["model"])), f"{row['simulated']}/{row['rows']}",
+                      *(_percent(row[f"{m}_{k}"]) for m in ("ttft", "tpot")
+                        for k in ("median_abs", "p90_abs", "median_signed")))
+    return table
+
+
+def _percent(value: object) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "—"
+    return f"{float(value):+.0%}" if isinstance(value, float) and value < 0 else f"{value:.0%}"

@@ -1,0 +1,115 @@
+"""Measured benchmark cases from a tidy CSV of aggregate rows (one benchmark a row).
+
+The columns are those of the public end-to-end tables (aiconfigurator-core's silicon
+samples): the deployment (`backend`, `model_path`, `system`, `precision`, `gemm_quant_mode`,
+`mode`, `tp_size`, `pp_size`, ...), the workload (`isl`, `osl`, `batch_size` = concurrent
+requests of a closed loop) and the client-measured means `silicon_ttft_ms`, `silicon_tpot_ms`.
+A row that cannot be read is kept with the reason, never dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "batch_size",
+            "tp_size", "silicon_ttft_ms", "silicon_tpot_ms")
+
+
+class ReplayError(ValueError):
+    """A file that cannot be replayed at all (unreadable, or a required column missing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredCase:
+    """One measured benchmark: a closed loop of `concurrency` users, fixed lengths."""
+
+    case_id: str
+    source: str  # file:line
+    engine: str
+    model: str  # as the benchmark names it (a Hugging Face id)
+    gpu: str
+    quantization: str  # "" for bf16, else the GEMM quantisation (fp8, fp8_block, ...)
+    tensor_parallel: int
+    pipeline_parallel: int
+    prompt_tokens: int
+    output_tokens: int
+    concurrency: int
+    ttft_s: float
+    tpot_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Unreplayed:
+    """A row that was not simulated, and why."""
+
+    case_id: str
+    source: str
+    engine: str
+    model: str
+    gpu: str
+    reason: str
+
+
+def read_cases(path: Path) -> tuple[list[MeasuredCase], list[Unreplayed]]:
+    """Every row of `path`: a case, or the reason it is not one."""
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError) as err:
+        raise ReplayError(f"{path}: cannot read the CSV ({err})") from err
+    missing = [c for c in REQUIRED if c not in table.columns]
+    if missing:
+        raise ReplayError(f"{path}: missing column(s) {', '.join(missing)} "
+                          f"(expected at least: {', '.join(REQUIRED)})")
+    cases: list[MeasuredCase] = []
+    skipped: list[Unreplayed] = []
+    for line, record in zip(range(2, len(table) + 2), table.to_dict("records"), strict=True):
+        row = {str(key): str(value) for key, value in record.items()}
+        source = f"{path.name}:{line}"
+        case = _case(row, source)
+        if isinstance(case, str):
+            skipped.append(Unreplayed(row["id"], source, row["backend"], row["model_path"],
+                                      row["system"], case))
+        else:
+            cases.append(case)
+    return cases, skipped
+
+
+_COUNTS = ("isl", "osl", "batch_size", "tp_size", "pp_size")
+_MEANS = ("silicon_ttft_ms", "silicon_tpot_ms")
+_DEFAULTS = {"pp_size": "1"}  # an empty pp_size means no pipeline parallelism
+
+
+def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
+    """The case of one row, or why the row is not one."""
+    if row["mode"] != "agg":
+        return f"mode {row['mode']!r}: only aggregated (colocated) rows are replayed so far"
+    values: dict[str, float] = {}
+    for key in (*_COUNTS, *_MEANS):
+        text = row.get(key, "") or _DEFAULTS.get(key, "")
+        value = _positive(text)
+        if value is None:
+            return f"{key}: expected a positive number, got {text!r}"
+        values[key] = value
+    fractional = [key for key in _COUNTS if values[key] != int(values[key])]
+    if fractional:
+        return f"{', '.join(fractional)}: expected a whole number"
+    return MeasuredCase(
+        case_id=row["id"], source=source, engine=row["backend"], model=row["model_path"],
+        gpu=row["system"], quantization=row.get("gemm_quant_mode", ""),
+        tensor_parallel=int(values["tp_size"]), pipeline_parallel=int(values["pp_size"]),
+        prompt_tokens=int(values["isl"]), output_tokens=int(values["osl"]),
+        concurrency=int(values["batch_size"]),
+        ttft_s=values["silicon_ttft_ms"] / 1000.0, tpot_s=values["silicon_tpot_ms"] / 1000.0,
+    )
+
+
+def _positive(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None

@@ -1,0 +1,88 @@
+"""How wrong the simulation is: per case, and per engine × GPU × model.
+
+The error of a prediction p of a measurement m is p / m − 1: negative when the simulator is
+too fast. Aggregates give the median and p90 of its absolute value and the median signed one
+(the bias), over the cases simulated; the share of rows simulated is reported beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from batchsim.apps.replay.measured import Unreplayed
+from batchsim.apps.replay.simulate import ReplayedCase
+
+GROUP = ["engine", "gpu", "model"]
+METRICS = ("ttft", "tpot")
+
+
+def case_table(replayed: Sequence[ReplayedCase]) -> pd.DataFrame:
+    """One row per simulated case: its deployment, measured and simulated means, errors."""
+    rows = []
+    for r in replayed:
+        c = r.case
+        rows.append({
+            "case_id": c.case_id, "source": c.source, "engine": c.engine, "gpu": c.gpu,
+            "model": c.model, "quantization": c.quantization, "tensor_parallel": c.tensor_parallel,
+            "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
+            "concurrency": c.concurrency, "measured_ttft_s": c.ttft_s,
+            "simulated_ttft_s": r.ttft_s, "measured_tpot_s": c.tpot_s,
+            "simulated_tpot_s": r.tpot_s, "preemptions": r.preemptions,
+        })
+    table = pd.DataFrame(rows, columns=_CASE_COLUMNS)
+    for metric in METRICS:
+        table[f"{metric}_error"] = (table[f"simulated_{metric}_s"]
+                                    / table[f"measured_{metric}_s"] - 1.0)
+    return table
+
+
+_CASE_COLUMNS = ["case_id", "source", "engine", "gpu", "model", "quantization",
+                 "tensor_parallel", "prompt_tokens", "output_tokens", "concurrency",
+                 "measured_ttft_s", "simulated_ttft_s", "measured_tpot_s", "simulated_tpot_s",
+                 "preemptions"]
+
+
+def error_summary(cases: pd.DataFrame, skipped: Sequence[Unreplayed]) -> pd.DataFrame:
+    """Per engine × GPU × model, then all together: rows, simulated, and the error figures."""
+    skipped_rows = pd.DataFrame([{"engine": s.engine, "gpu": s.gpu, "model": s.model}
+                                 for s in skipped], columns=GROUP)
+    groups = pd.concat([cases[GROUP], skipped_rows]).drop_duplicates()
+    rows = [_summary_row(cases, skipped_rows, dict(zip(GROUP, key, strict=True)))
+            for key in sorted(groups.itertuples(index=False, name=None))]
+    rows.append(_summary_row(cases, skipped_rows, {"engine": "all", "gpu": "all",
+                                                   "model": "all"}))
+    return pd.DataFrame(rows)
+
+
+def _summary_row(cases: pd.DataFrame, skipped: pd.DataFrame,
+                 key: dict[str, str]) -> dict[str, object]:
+    mine = _select(cases, key)
+    row: dict[str, object] = {**key, "rows": len(mine) + len(_select(skipped, key)),
+                              "simulated": len(mine)}
+    for metric in METRICS:
+        errors = mine[f"{metric}_error"].to_numpy(dtype=float)
+        row.update(_error_figures(metric, errors))
+    return row
+
+
+def _select(table: pd.DataFrame, key: dict[str, str]) -> pd.DataFrame:
+    if key["engine"] == "all":
+        return table
+    mask = np.ones(len(table), dtype=bool)
+    for column, value in key.items():
+        mask &= (table[column] == value).to_numpy()
+    return table[mask]
+
+
+def _error_figures(metric: str, errors: np.ndarray) -> dict[str, float | None]:
+    if errors.size == 0:
+        return {f"{metric}_median_abs": None, f"{metric}_p90_abs": None,
+                f"{metric}_median_signed": None, f"{metric}_too_fast": None}
+    absolute = np.abs(errors)
+    return {f"{metric}_median_abs": float(np.median(absolute)),
+            f"{metric}_p90_abs": float(np.percentile(absolute, 90)),
+            f"{metric}_median_signed": float(np.median(errors)),
+            f"{metric}_too_fast": float(np.mean(errors < 0))}
