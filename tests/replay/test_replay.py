@@ -48,7 +48,8 @@ def test_a_replay_of_simulated_numbers_recovers_them(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("changes", "reason"), [
-    ({"mode": "disagg"}, "only aggregated"),
+    ({"mode": "disagg"}, "disaggregated rows are not replayed yet"),
+    ({"mode": "mixed"}, "expected 'agg' (colocated) or 'disagg'"),
     ({"model_path": "acme/Unknown-7B"}, "not in the model library"),
     ({"system": "tpu_v5"}, "has no profile"),
     ({"gemm_quant_mode": "int4_awq"}, "not modelled"),
@@ -107,6 +108,10 @@ def test_the_command_writes_every_case_and_every_reason(tmp_path: Path) -> None:
     assert (overall["engine"], overall["rows"], overall["simulated"]) == ("all", 2, 1)
     table = pd.read_parquet(out / "replay.parquet")
     assert list(table["case_id"]) == ["c1"]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "1 row(s) were not simulated" in page and page.count("data:image/png") == 3
+    assert sorted(p.name for p in (out / "plots").iterdir()) == [
+        "replay_error_by_concurrency.png", "replay_tpot.png", "replay_ttft.png"]
 
 
 def test_an_unreadable_input_is_one_line_and_exit_2(tmp_path: Path) -> None:

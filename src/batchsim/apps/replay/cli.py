@@ -39,10 +39,13 @@ def run_replay_command(files: Sequence[Path], out: Path, requests_per_user: int)
     table = case_table(replayed)
     summary = error_summary(table, skipped)
     _write(out, files, requests_per_user, table, summary, skipped)
+    from batchsim.apps.replay.report import write_replay_report  # matplotlib only here
+
+    write_replay_report(out, table, summary, len(skipped))
     console.print(_summary_table(summary))
     for reason, count in Counter(s.reason for s in skipped).most_common():
         console.print(f"not simulated: {count} row(s): {escape(reason)}")
-    console.print(f"wrote {escape(str(out / 'replay.json'))} and replay.parquet")
+    console.print(f"wrote {escape(str(out))}/: replay.json, replay.parquet, report.html")
 
 
 def _write(out: Path, files: Sequence[Path], requests_per_user: int, table: pd.DataFrame,

@@ -85,8 +85,12 @@ _DEFAULTS = {"pp_size": "1"}  # an empty pp_size means no pipeline parallelism
 
 def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
     """The case of one row, or why the row is not one."""
+    if row["mode"] == "disagg":
+        workers = [key for key in ("prefill_num_workers", "decode_num_workers") if row.get(key)]
+        given = "" if workers else " (and the row gives no prefill/decode worker counts)"
+        return f"mode 'disagg': disaggregated rows are not replayed yet{given}"
     if row["mode"] != "agg":
-        return f"mode {row['mode']!r}: only aggregated (colocated) rows are replayed so far"
+        return f"mode {row['mode']!r}: expected 'agg' (colocated) or 'disagg'"
     values: dict[str, float] = {}
     for key in (*_COUNTS, *_MEANS):
         text = row.get(key, "") or _DEFAULTS.get(key, "")
