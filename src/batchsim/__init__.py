@@ -43,18 +43,9 @@ __all__ = [
 _API = "batchsim.apps.api"  # every public name lives there
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("batchsim")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "0+unknown"
-
-
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        value: Any = _version()
+        value: Any = importlib.import_module("batchsim.apps.version").installed_version()
     elif name in __all__:
         value = getattr(importlib.import_module(_API), name)
     else:

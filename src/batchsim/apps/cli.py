@@ -11,13 +11,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from batchsim import __version__
 from batchsim.apps import api
 from batchsim.apps.calibrate_cli import calibrate_app
 from batchsim.apps.console import print_summary
 from batchsim.apps.executors import ExecutorError
 from batchsim.apps.replay.measured import ReplayError
 from batchsim.apps.report.results import ReportError
+from batchsim.apps.version import installed_version
 from batchsim.calibration.summary import calibration_summary
 from batchsim.experiment.loader import ConfigError, dump_resolved, load_experiment
 from batchsim.experiment.policy_factory import ArmError
@@ -40,7 +40,7 @@ _USER_ERRORS = (ConfigError, ArmError, HardwareError, ModelError, ModelDoesNotFi
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"batchsim {__version__}")
+        typer.echo(f"batchsim {installed_version()}")
         raise typer.Exit()
 
 
