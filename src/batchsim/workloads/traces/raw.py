@@ -1,6 +1,6 @@
 """What every trace parser returns (``RawTrace``) and the options some formats take.
 
-Kept apart from the parser registry (``trace_formats.py``) so that parsers in their own modules
+Kept apart from the parser registry (``registry.py``) so that parsers in their own modules
 can import these types without importing the registry that imports them.
 """
 
