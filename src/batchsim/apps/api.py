@@ -143,7 +143,7 @@ class Results:
 
         ``report=False`` leaves out report.html and its plots (the slow part: matplotlib).
         """
-        folder = Path(out_dir)
+        folder = Path(out_dir).expanduser()
         paths = write_results(self.result, folder)
         if report:
             from batchsim.apps.report.build import write_report  # matplotlib only when drawing

@@ -20,6 +20,7 @@ from batchsim.apps.report.results import ReportError
 from batchsim.apps.version import installed_version
 from batchsim.calibration.summary import calibration_summary
 from batchsim.experiment.loader import ConfigError, dump_resolved, load_experiment
+from batchsim.experiment.output_folder import OutputFolderError, output_folder
 from batchsim.experiment.policy_factory import ArmError
 from batchsim.experiment.runner import ArmResult
 from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
@@ -35,7 +36,8 @@ app = typer.Typer(
 )
 app.add_typer(calibrate_app, name="calibrate")
 _USER_ERRORS = (ConfigError, ArmError, HardwareError, ModelError, ModelDoesNotFitError,
-                WorkloadError, ReportError, ExecutorError, ReplayError)
+                WorkloadError, ReportError, ExecutorError, ReplayError,
+                OutputFolderError)
 
 
 def _print_version(value: bool) -> None:
@@ -91,6 +93,7 @@ def run(
                address=None)
         return
     with _user_errors(file):
+        out_dir = output_folder(out, exp)  # checked before simulating, not after
         console.print(f"running {exp.name} ({len(exp.policies)} arms)")
         with console.status("starting") as status:
 
@@ -103,7 +106,6 @@ def run(
 
             results = api.run(exp, base_dir=base_dir, on_arm_done=arm_done,
                               on_progress=progress)
-    out_dir = out or Path(exp.output.dir or f"results/{exp.name}")
     print_summary(results.result, console)
     for path in results.write(out_dir, report=False):
         console.print(f"wrote {path}", highlight=False)
@@ -209,6 +211,7 @@ def validate(file: FileArg, set_: SetOpt = None) -> None:
         exp, base_dir = load_experiment(file, set_ or ())
         load_model(exp.model, base_dir)
         load_gpu_profile(exp.hardware, base_dir)
+        output_folder(None, exp)  # `run` checks it too, before simulating
     typer.echo(dump_resolved(exp), nl=False)
 
 

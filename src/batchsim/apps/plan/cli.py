@@ -16,6 +16,7 @@ from batchsim.apps.plan.records import plan_document
 from batchsim.apps.plan.runs import RunStats
 from batchsim.apps.plan.tables import TextTable, all_tables
 from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.output_folder import output_folder
 from batchsim.experiment.outputs import versions
 
 _RANKED_SHOWN = 12
@@ -34,7 +35,7 @@ def run_plan_command(file: Path, overrides: list[str], out: Path | None, *, jobs
                      executor: str, address: str | None) -> None:
     console = Console()
     exp, _ = load_experiment(file, overrides)
-    out_dir = out or exp.output_dir
+    out_dir = output_folder(out, exp, ("plan.json", "plan.md", "pareto.png", "report.html"))
     runner = make_executor(executor, jobs=jobs, address=address)
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())

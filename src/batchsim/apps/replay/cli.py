@@ -16,10 +16,13 @@ from rich.table import Table
 from batchsim.apps.replay.measured import MeasuredCase, Unreplayed, read_cases
 from batchsim.apps.replay.score import case_table, error_summary
 from batchsim.apps.replay.simulate import replay_cases
+from batchsim.experiment.output_folder import check_writable
 from batchsim.experiment.outputs import json_safe, versions
 
 
 def run_replay_command(files: Sequence[Path], out: Path, requests_per_user: int) -> None:
+    out = out.expanduser()
+    check_writable(out, ("replay.json", "replay.parquet", "report.html"))
     console = Console()
     if not console.is_terminal:  # a file or a pipe: the whole table, not 80 columns of it
         console = Console(width=200)

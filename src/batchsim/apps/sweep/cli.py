@@ -12,6 +12,7 @@ from batchsim.apps.sweep.outputs import print_sweep_table, write_sweep_summary
 from batchsim.apps.sweep.points import SweepAxis, parse_axis
 from batchsim.apps.sweep.runs import RunOutcome, RunTask, plan_sweep, run_sweep
 from batchsim.experiment.loader import ConfigError, load_experiment
+from batchsim.experiment.output_folder import output_folder
 from batchsim.experiment.schema import Experiment
 
 
@@ -25,11 +26,14 @@ def sweep_axes(exp: Experiment, params: list[str]) -> list[SweepAxis]:
     return [SweepAxis(c.parameter, tuple(c.values)) for c in exp.sweep or []]
 
 
+SWEEP_FILES = ("summary.json", "sweep.parquet", "report.html")
+
+
 def run_sweep_command(file: Path, overrides: list[str], params: list[str], out: Path | None,
                       *, jobs: int, executor: str, address: str | None) -> None:
     console = Console()
     exp, _ = load_experiment(file, overrides)
-    out_dir = out or Path(exp.output.dir or f"results/{exp.name}")
+    out_dir = output_folder(out, exp, SWEEP_FILES)
     plan = plan_sweep(file, overrides, sweep_axes(exp, params), exp.replications, out_dir)
     runner = make_executor(executor, jobs=jobs, address=address)
     console.print(f"sweeping {exp.name}: {len(plan.points)} points x {len(plan.seeds)} "

@@ -137,5 +137,6 @@ class Experiment(ConfigModel):
 
     @property
     def output_dir(self) -> Path:
-        """The result folder as written (`output.dir`, else `results/<name>`)."""
-        return Path(self.output.dir) if self.output.dir is not None else Path("results", self.name)
+        """The result folder (`output.dir`, else `results/<name>`), `~` expanded."""
+        given = self.output.dir
+        return (Path(given) if given is not None else Path("results", self.name)).expanduser()
