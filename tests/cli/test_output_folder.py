@@ -85,3 +85,31 @@ def test_validate_rejects_the_output_folder_run_would(tmp_path: Path) -> None:
     path = _experiment(tmp_path, output={"dir": str(taken)})
     for command in ("validate", "run"):
         fails_cleanly([command, str(path)], "exists and is not a folder")
+
+
+def test_a_sweep_does_not_write_into_a_runs_folder(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    path = _experiment(tmp_path)
+    assert CliRunner().invoke(app, ["run", str(path), "--out", str(out)]).exit_code == 0
+    before = (out / "summary.json").read_bytes()
+    fails_cleanly(["sweep", str(path), "--param", "seed=1,2", "--out", str(out)],
+                  "holds the results of a `batchsim run` (requests.parquet)")
+    assert (out / "summary.json").read_bytes() == before
+    assert not (out / "sweep.parquet").exists()
+
+
+def test_a_run_does_not_write_into_a_sweeps_folder(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    path = _experiment(tmp_path)
+    done = CliRunner().invoke(app, ["sweep", str(path), "--param", "seed=1,2", "--out", str(out),
+                                    "--jobs", "1"])
+    assert done.exit_code == 0, done.output
+    fails_cleanly(["run", str(path), "--out", str(out)],
+                  "holds the results of a `batchsim sweep` (sweep.parquet)")
+    assert not (out / "requests.parquet").exists()
+
+
+def test_a_sweep_with_nothing_to_sweep_is_an_error(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    fails_cleanly(["sweep", str(_experiment(tmp_path)), "--out", str(out)], "nothing to sweep")
+    assert not out.exists()

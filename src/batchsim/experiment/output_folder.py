@@ -10,18 +10,26 @@ from pathlib import Path
 from batchsim.experiment.schema import Experiment
 
 RUN_FILES = ("summary.json", "requests.parquet", "timeseries.parquet", "report.html")
+# The file only each command writes at the top of its folder: what marks whose folder it is.
+MARKERS = {"run": "requests.parquet", "sweep": "sweep.parquet", "plan": "plan.json"}
 
 
 class OutputFolderError(ValueError):
     """The output folder cannot be written; the message names it and says why."""
 
 
-def output_folder(out: Path | None, experiment: Experiment,
-                  files: Iterable[str] = RUN_FILES) -> Path:
+def output_folder(out: Path | None, experiment: Experiment, files: Iterable[str] = RUN_FILES,
+                  command: str = "run") -> Path:
     """`--out` if given, else the experiment's `output.dir` (or `results/<name>`), with `~`
-    expanded; checked to be a folder that can be written with regular `files` in it."""
+    expanded; checked to be a folder that can be written with regular `files` in it and that
+    holds no other command's results (a sweep must not mix its files into a run's folder)."""
     folder = (out if out is not None else experiment.output_dir).expanduser()
     check_writable(folder, files)
+    for other, marker in MARKERS.items():
+        if other != command and (folder / marker).is_file():
+            raise OutputFolderError(
+                f"output folder {folder}: holds the results of a `batchsim {other}` ({marker}); "
+                f"give `batchsim {command}` another --out (or output.dir), or remove them first")
     return folder
 
 

@@ -35,7 +35,8 @@ def run_plan_command(file: Path, overrides: list[str], out: Path | None, *, jobs
                      executor: str, address: str | None) -> None:
     console = Console()
     exp, _ = load_experiment(file, overrides)
-    out_dir = output_folder(out, exp, ("plan.json", "plan.md", "pareto.png", "report.html"))
+    out_dir = output_folder(out, exp, ("plan.json", "plan.md", "pareto.png", "report.html"),
+                            command="plan")
     runner = make_executor(executor, jobs=jobs, address=address)
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())

@@ -33,8 +33,12 @@ def run_sweep_command(file: Path, overrides: list[str], params: list[str], out: 
                       *, jobs: int, executor: str, address: str | None) -> None:
     console = Console()
     exp, _ = load_experiment(file, overrides)
-    out_dir = output_folder(out, exp, SWEEP_FILES)
-    plan = plan_sweep(file, overrides, sweep_axes(exp, params), exp.replications, out_dir)
+    axes = sweep_axes(exp, params)
+    if not axes and exp.replications == 1:
+        raise ConfigError(f"{file}: nothing to sweep: give --param KEY=V1,V2,..., a `sweep:` in "
+                          "the file, or replications > 1")
+    out_dir = output_folder(out, exp, SWEEP_FILES, command="sweep")
+    plan = plan_sweep(file, overrides, axes, exp.replications, out_dir)
     runner = make_executor(executor, jobs=jobs, address=address)
     console.print(f"sweeping {exp.name}: {len(plan.points)} points x {len(plan.seeds)} "
                   f"replications = {len(plan.tasks)} runs", highlight=False)
