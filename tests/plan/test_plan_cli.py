@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from batchsim.apps.cli import app
+from tests.cli_checks import fails_cleanly
 from tests.plan.tiny import write_experiment
 
 PLAN = {
@@ -76,3 +77,12 @@ def test_mistakes_in_the_plan_are_one_line_errors(tmp_path: Path, plan: dict | N
     result = CliRunner().invoke(app, ["plan", str(file), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_a_plan_with_two_replications_is_refused(tmp_path: Path) -> None:
+    """With R = 2 the judged upper bound is mean + 12.7 standard errors: every verdict fails."""
+    file = write_experiment(tmp_path, PLAN, replications=2)
+    out = tmp_path / "o"
+    message = fails_cleanly(["plan", str(file), "--out", str(out)], "replications:",
+                            "12.7 standard errors", "use 1")
+    assert "Traceback" not in message and not out.exists()

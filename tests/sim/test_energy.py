@@ -129,7 +129,7 @@ def _plain_group_joules(record: RunRecord, group: ReplicaGroup, start: float,
     watts = busy_power_w(power, steps["new_tokens"][mine].astype(np.float64),
                          ridge_tokens(group.gpu, group.weight_dtype))
     idle_s = max(0.0, (end - start) * group.replicas - float(overlap.sum()))
-    return (float(np.dot(overlap, watts)) + idle_s * power.idle_w) * group.gpus_per_replica
+    return (float(np.add.reduce(overlap * watts)) + idle_s * power.idle_w) * group.gpus_per_replica
 
 
 def test_joules_are_the_per_row_numbers_bit_for_bit() -> None:

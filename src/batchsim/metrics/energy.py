@@ -77,7 +77,7 @@ def group_joules(record: RunRecord, group: ReplicaGroup, start: float, end: floa
     if not segment_mine.all():  # other replicas' steps too: keep this group's
         mine = steps.per_row(segment_mine)
         overlap, watts = overlap[mine], watts[mine]
-    busy_joules = float(np.dot(overlap, watts))
+    busy_joules = float(np.add.reduce(overlap * watts))  # not np.dot: see summary.py
     # A replica steps one batch at a time, so its busy seconds fit in the window; the clip
     # only guards the idle time against rounding.
     idle_s = max(0.0, (end - start) * group.replicas - float(overlap.sum()))

@@ -63,7 +63,9 @@ def weighted_distribution(values: np.ndarray, weights: np.ndarray) -> dict[str, 
 def _sorted_distribution(values: np.ndarray, weights: np.ndarray) -> dict[str, float | None]:
     """`weighted_distribution` of values in ascending order (a stable sort) with positive
     integer weights, not empty."""
-    weighted_sum = np.dot(values, weights)  # in float64 whatever the weights' integer type
+    # numpy's own pairwise sum, not np.dot: a BLAS dot splits long vectors over its threads,
+    # so its last bits depend on the machine's thread count (same seed, same bytes).
+    weighted_sum = np.add.reduce(values * weights.astype(np.float64))
     last_index = np.cumsum(weights, dtype=np.int64)
     last_index -= 1  # position of each value's last copy, expanded
     total = int(last_index[-1]) + 1

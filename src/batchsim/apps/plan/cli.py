@@ -15,9 +15,10 @@ from batchsim.apps.plan.planner import run_plan
 from batchsim.apps.plan.records import plan_document
 from batchsim.apps.plan.runs import RunStats
 from batchsim.apps.plan.tables import TextTable, all_tables
-from batchsim.experiment.loader import load_experiment
+from batchsim.experiment.loader import ConfigError, load_experiment
 from batchsim.experiment.output_folder import output_folder
 from batchsim.experiment.outputs import versions
+from batchsim.metrics.confidence import t_critical
 
 _RANKED_SHOWN = 12
 
@@ -31,10 +32,23 @@ def rich_table(table: TextTable) -> Table:
     return rendered
 
 
+def check_replications(file: Path, replications: int) -> None:
+    """Two replications judge every verdict on an interval too wide to tell anything apart:
+    a plan runs one (judged on the run itself) or at least three."""
+    if replications == 2:
+        width = t_critical(1)
+        raise ConfigError(
+            f"{file}: replications: a plan judges each configuration on the upper end of the "
+            f"95% interval, which with 2 replications is {width:.1f} standard errors above the "
+            "mean, so nearly every configuration fails; use 1 (judged on the run itself) or "
+            "3 or more")
+
+
 def run_plan_command(file: Path, overrides: list[str], out: Path | None, *, jobs: int,
                      executor: str, address: str | None) -> None:
     console = Console()
     exp, _ = load_experiment(file, overrides)
+    check_replications(file, exp.replications)
     out_dir = output_folder(out, exp, ("plan.json", "plan.md", "pareto.png", "report.html"),
                             command="plan")
     runner = make_executor(executor, jobs=jobs, address=address)
