@@ -105,3 +105,20 @@ def test_validate_prints_the_resolved_config(tmp_path: Path) -> None:
     resolved = yaml.safe_load(result.stdout)
     assert resolved["gpu_memory_utilization"] == 0.9  # a default, filled in
     assert resolved["policies"][0]["max_num_seqs"] == 256
+
+
+@pytest.mark.parametrize(("where", "key"), [
+    (("policies", 0, "max_num_seqs"), "policies.0.max_num_seqs"),
+    (("workload", "arrivals", "rate"), "workload.arrivals.rate"),
+    (("workload", "num_requests"), "workload.num_requests"),
+])
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_boolean_is_not_taken_as_a_number(tmp_path: Path, where: tuple, key: str,
+                                            command: str) -> None:
+    exp = base_experiment()
+    node = exp
+    for step in where[:-1]:
+        node = node[step]
+    node[where[-1]] = True
+    _fails_cleanly([command, str(_write(tmp_path, exp))], key, "not a true/false value",
+                   "(got true)")

@@ -3,15 +3,25 @@ and ``rule_error`` for rules that span several keys."""
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 RULE_ERROR_TYPE = "config_rule"
 """The pydantic error type of a cross-field rule; its context names the key (``key``)."""
 
-AtLeastOne = Annotated[int, Field(ge=1)]
-Positive = Annotated[float, Field(gt=0)]
-NonNegative = Annotated[float, Field(ge=0)]
+
+
+def _not_a_boolean(value: object) -> object:
+    # YAML's `true` is a bool, and pydantic would take it as the number 1 without a word.
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not a true/false value")
+    return value
+
+
+_NUMBER = BeforeValidator(_not_a_boolean)
+AtLeastOne = Annotated[int, _NUMBER, Field(ge=1)]
+Positive = Annotated[float, _NUMBER, Field(gt=0)]
+NonNegative = Annotated[float, _NUMBER, Field(ge=0)]
 
 
 def rule_error(key: str, message: str) -> PydanticCustomError:
