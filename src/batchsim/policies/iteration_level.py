@@ -258,6 +258,9 @@ class IterationLevelQueues:
         request.num_computed_tokens = cached_tokens  # their KV is already in the cache
         if math.isnan(request.first_scheduled_s):
             request.cached_tokens = cached_tokens
+        else:  # readmitted after a recompute preemption: the cached part is not computed again
+            request.recomputed_tokens -= min(cached_tokens, request.dropped_tokens)
+        request.dropped_tokens = 0
         return True
 
     def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:

@@ -39,7 +39,9 @@ def preempt(
         request.swapped_out = True
         plan.swap_tokens += request.num_computed_tokens
     else:
+        # Counted as recomputed now; what readmission finds in the prefix cache is given back.
         request.recomputed_tokens += request.num_computed_tokens
+        request.dropped_tokens = request.num_computed_tokens
         request.num_computed_tokens = 0
     request.preemptions += 1
     request.status = RequestStatus.PREEMPTED

@@ -35,6 +35,7 @@ class Request:
     finish_s: float = math.nan
     preemptions: int = 0
     recomputed_tokens: int = 0
+    dropped_tokens: int = 0  # computed tokens whose KV the last recompute preemption dropped
     swapped_out: bool = False  # KV blocks live in host memory while preempted by swap
     reject_reason: str = ""  # human-readable, reported per request
     reject_kind: str = ""  # a stable label for counting rejections by reason
