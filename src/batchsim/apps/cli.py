@@ -52,7 +52,7 @@ def _options(
         "--version", callback=_print_version, is_eager=True,
         help="Print the version and exit.")] = False,
 ) -> None:
-    pass  # the options of `batchsim` itself; each command has its own
+    del version  # acted on by its eager callback; each command has its own options
 
 
 @contextmanager

@@ -14,7 +14,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from batchsim.apps.replay.measured import MeasuredCase, Unreplayed, read_cases
-from batchsim.apps.replay.score import case_table, error_summary
+from batchsim.apps.replay.score import (
+    GROUP,
+    SUMMARY_HEADERS,
+    case_table,
+    error_summary,
+    summary_cells,
+)
 from batchsim.apps.replay.simulate import replay_cases
 from batchsim.experiment.output_folder import check_writable
 from batchsim.experiment.outputs import json_safe, versions
@@ -70,19 +76,8 @@ def _write(out: Path, files: Sequence[Path], requests_per_user: int, table: pd.D
 
 def _summary_table(summary: pd.DataFrame) -> Table:
     table = Table(title="simulated / measured − 1 (mean TTFT, mean TPOT)")
-    for header in ("engine", "GPU", "model", "simulated", "TTFT median |err|", "TTFT p90",
-                   "TTFT bias", "TPOT median |err|", "TPOT p90", "TPOT bias"):
-        table.add_column(header, justify="left" if header in ("engine", "GPU", "model")
-                         else "right")
+    for index, header in enumerate(SUMMARY_HEADERS):
+        table.add_column(header, justify="left" if index < len(GROUP) else "right")
     for row in summary.to_dict("records"):
-        table.add_row(escape(str(row["engine"])), escape(str(row["gpu"])),
-                      escape(str(row["model"])), f"{row['simulated']}/{row['rows']}",
-                      *(_percent(row[f"{m}_{k}"]) for m in ("ttft", "tpot")
-                        for k in ("median_abs", "p90_abs", "median_signed")))
+        table.add_row(*(escape(cell) for cell in summary_cells(row)))
     return table
-
-
-def _percent(value: object) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "—"
-    return f"{float(value):+.0%}" if isinstance(value, float) and value < 0 else f"{value:.0%}"

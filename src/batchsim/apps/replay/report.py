@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from batchsim.apps.replay.score import SUMMARY_HEADERS, summary_cells
 from batchsim.apps.report.figures import Drawing, NoPlot, PlotSpec, render_plots
 from batchsim.apps.report.page import html_document, plot_section
 from batchsim.apps.report.style import PLAIN, arm_colour, figure_legend
@@ -80,28 +81,11 @@ PLOTS: list[PlotSpec[pd.DataFrame]] = [
              "overheads and scheduling at many.", _error_by_concurrency),
 ]
 
-_COLUMNS = [("engine", "engine"), ("gpu", "GPU"), ("model", "model")]
-_FIGURES = [("ttft_median_abs", "TTFT median |err|"), ("ttft_p90_abs", "TTFT p90 |err|"),
-            ("ttft_median_signed", "TTFT bias"), ("tpot_median_abs", "TPOT median |err|"),
-            ("tpot_p90_abs", "TPOT p90 |err|"), ("tpot_median_signed", "TPOT bias")]
-
-
 def _summary_html(summary: pd.DataFrame) -> str:
-    heads = [h for _, h in _COLUMNS] + ["simulated"] + [h for _, h in _FIGURES]
-    rows = []
-    for row in summary.to_dict("records"):
-        cells = [escape(str(row[key])) for key, _ in _COLUMNS]
-        cells.append(f"{row['simulated']}/{row['rows']}")
-        cells += [_percent(row[key]) for key, _ in _FIGURES]
-        rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
-    head = "".join(f"<th>{escape(h)}</th>" for h in heads)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _percent(value: object) -> str:
-    if not isinstance(value, float) or value != value:
-        return "—"
-    return f"{value:+.0%}" if value < 0 else f"{value:.0%}"
+    head = "".join(f"<th>{escape(h)}</th>" for h in SUMMARY_HEADERS)
+    rows = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in summary_cells(row))
+                   + "</tr>" for row in summary.to_dict("records"))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
 def write_replay_report(out: Path, cases: pd.DataFrame, summary: pd.DataFrame,

@@ -7,7 +7,7 @@ too fast. Aggregates give the median and p90 of its absolute value and the media
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -86,3 +86,22 @@ def _error_figures(metric: str, errors: np.ndarray) -> dict[str, float | None]:
             f"{metric}_p90_abs": float(np.percentile(absolute, 90)),
             f"{metric}_median_signed": float(np.median(errors)),
             f"{metric}_too_fast": float(np.mean(errors < 0))}
+
+
+SUMMARY_HEADERS = ("engine", "GPU", "model", "simulated", "TTFT median |err|", "TTFT p90 |err|",
+                   "TTFT bias", "TPOT median |err|", "TPOT p90 |err|", "TPOT bias")
+_FIGURES = ("median_abs", "p90_abs", "median_signed")
+
+
+def summary_cells(row: Mapping[Hashable, object]) -> list[str]:
+    """One summary row as the text both the console table and the report show, in the order
+    of `SUMMARY_HEADERS`."""
+    cells = [str(row[key]) for key in GROUP] + [f"{row['simulated']}/{row['rows']}"]
+    return cells + [_percent(row[f"{metric}_{figure}"]) for metric in METRICS
+                    for figure in _FIGURES]
+
+
+def _percent(value: object) -> str:
+    if not isinstance(value, float) or value != value:
+        return "—"
+    return f"{value:+.0%}" if value < 0 else f"{value:.0%}"
