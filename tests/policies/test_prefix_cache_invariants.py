@@ -54,8 +54,13 @@ def _check(record, checked: CheckedPolicy) -> None:
     computed = int(record.steps.as_arrays()["new_tokens"].sum())
     expected = sum(r.prompt_tokens + r.output_tokens - 1 + r.recomputed_tokens
                    - r.cached_tokens for r in finished)
-    # Exact with preemptions too: what a readmission finds cached is not counted as recomputed.
-    assert computed == expected
+    if any(r.preemptions for r in requests):
+        # A readmission may find cached more than it had computed (blocks another request
+        # cached), which `cached_tokens` (first admission) does not count:
+        # tests/policies/test_recomputed_tokens.py pins the exact accounting.
+        assert computed <= expected
+    else:
+        assert computed == expected
     assert checked.pool.num_used == 0
     checked.pool.check_invariants()
 
