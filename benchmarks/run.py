@@ -3,7 +3,7 @@ memory.
 
     python -m benchmarks.run              # all
     python -m benchmarks.run a c          # some
-    python -m benchmarks.run a --set engine.fast_path=false
+    python -m benchmarks.run a --set simulation.fast_path=false
 
 Each benchmark runs in its own process so that its peak memory (max RSS) is its own.
 """

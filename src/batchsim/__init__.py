@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from batchsim.apps.api import (
         ArmError,
         ConfigError,
+        EngineProfileError,
         Experiment,
         HardwareError,
         ModelDoesNotFitError,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
 __all__ = [
     "ArmError",
     "ConfigError",
+    "EngineProfileError",
     "Experiment",
     "HardwareError",
     "ModelDoesNotFitError",

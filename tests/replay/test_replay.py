@@ -11,9 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from batchsim.apps.cli import app
+from batchsim.apps.replay.deployment import BenchmarkClient
 from batchsim.apps.replay.measured import REQUIRED, MeasuredCase, ReplayError, read_cases
 from batchsim.apps.replay.score import case_table, error_summary
-from batchsim.apps.replay.simulate import ReplayedCase, replay_case, replay_cases
+from batchsim.apps.replay.simulate import EngineChoice, ReplayedCase, replay_case, replay_cases
+from batchsim.apps.replay.split import is_held_out
+from batchsim.experiment.engine_profile import load_engine_profile
 
 HEADER = ["id", "backend", "model_path", "system", "mode", "gemm_quant_mode", "isl", "osl",
           "batch_size", "tp_size", "pp_size", "silicon_ttft_ms", "silicon_tpot_ms"]
@@ -36,12 +39,12 @@ def _row(**changes: str) -> list[str]:
 def test_a_replay_of_simulated_numbers_recovers_them(tmp_path: Path) -> None:
     """Measurements written from a simulation replay with zero error (the round trip)."""
     [case], _ = read_cases(_write(tmp_path, [GOOD]))
-    simulated = replay_case(case, requests_per_user=3)
+    simulated = replay_case(case, BenchmarkClient(3, 1), load_engine_profile("vllm"))
     assert isinstance(simulated, ReplayedCase) and simulated.ttft_s > 0
     exported = _row(silicon_ttft_ms=repr(simulated.ttft_s * 1000),
                     silicon_tpot_ms=repr(simulated.tpot_s * 1000))
     cases, skipped = read_cases(_write(tmp_path, [exported]))
-    replayed, failed = replay_cases(cases, requests_per_user=3)
+    replayed, failed = replay_cases(cases, BenchmarkClient(3, 1), EngineChoice().for_case)
     assert not skipped and not failed
     table = case_table(replayed)
     assert np.abs(table[["ttft_error", "tpot_error"]].to_numpy()).max() < 1e-12
@@ -61,7 +64,7 @@ def test_a_replay_of_simulated_numbers_recovers_them(tmp_path: Path) -> None:
 def test_a_row_that_cannot_be_simulated_says_why(tmp_path: Path, changes: dict[str, str],
                                                  reason: str) -> None:
     cases, skipped = read_cases(_write(tmp_path, [GOOD, _row(id="bad", **changes)]))
-    replayed, failed = replay_cases(cases, requests_per_user=2)
+    replayed, failed = replay_cases(cases, BenchmarkClient(2, 0), EngineChoice().for_case)
     [not_run] = skipped + failed
     assert not_run.case_id == "bad" and reason in not_run.reason
     assert not_run.source == "bench.csv:3"
@@ -79,7 +82,7 @@ def test_a_missing_column_names_the_file_and_the_column(tmp_path: Path) -> None:
 def _replayed(engine: str, measured: float, simulated: float) -> ReplayedCase:
     case = MeasuredCase(f"{engine}-{measured}", "x.csv:2", engine, "m", "g", "", 1, 1, 10, 10,
                         1, measured, measured)
-    return ReplayedCase(case, simulated, simulated, 0)
+    return ReplayedCase(case, simulated, simulated, 0, "none")
 
 
 def test_the_summary_gives_median_p90_and_bias_per_group() -> None:
@@ -93,18 +96,20 @@ def test_the_summary_gives_median_p90_and_bias_per_group() -> None:
     assert summary.loc["a", "ttft_too_fast"] == pytest.approx(1 / 3)
     assert summary.loc["all", "simulated"] == 4
     assert summary.loc["b", "tpot_median_signed"] == pytest.approx(0.1)
+    held = [c for c in ("a-1.0", "a-2.0", "a-4.0", "b-1.0") if is_held_out(c)]
+    assert summary.loc["held out", "simulated"] == len(held)
 
 
 def test_the_command_writes_every_case_and_every_reason(tmp_path: Path) -> None:
     path = _write(tmp_path, [GOOD, _row(id="d", mode="disagg")])
     out = tmp_path / "out"
     done = CliRunner().invoke(app, ["replay", str(path), "--out", str(out),
-                                    "--requests-per-user", "2"])
+                                    "--requests-per-user", "2", "--warmup-per-user", "1"])
     assert done.exit_code == 0, done.output
     assert "1 row(s): mode 'disagg'" in done.output
     document = json.loads((out / "replay.json").read_text())
     assert [s["case_id"] for s in document["not_simulated"]] == ["d"]
-    overall = document["summary"][-1]
+    overall = document["summary"][-2]
     assert (overall["engine"], overall["rows"], overall["simulated"]) == ("all", 2, 1)
     table = pd.read_parquet(out / "replay.parquet")
     assert list(table["case_id"]) == ["c1"]
@@ -134,4 +139,5 @@ def test_the_documented_command_runs(page: str, tmp_path: Path, monkeypatch) -> 
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 0, done.output
     document = json.loads((tmp_path / "out" / "replay.json").read_text())
-    assert document["summary"][-1]["rows"] == 6 and document["summary"][-1]["simulated"] == 5
+    overall = document["summary"][-2]
+    assert (overall["engine"], overall["rows"], overall["simulated"]) == ("all", 6, 5)

@@ -37,6 +37,18 @@ arms = st.sampled_from([
     {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 16,
      "admission_reserve": {"assumed_max_new_tokens": 200, "new_token_ratio": 1.0,
                            "min_new_token_ratio": 1.0}},
+    # SGLang's default: prefill steps alone, decodes (and their stretches) between them.
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 64,
+     "mixed_prefill": False},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 16,
+     "long_prefill_token_threshold": 128, "preemption": "swap", "mixed_prefill": False},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 32,
+     "mixed_prefill": False, "admission": {"max_queue": 4},
+     "admission_reserve": {"assumed_max_new_tokens": 300, "decay_steps": 50}},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 16,
+     "mixed_prefill": False,
+     "admission_reserve": {"assumed_max_new_tokens": 200, "new_token_ratio": 1.0,
+                           "min_new_token_ratio": 1.0}},
 ])
 arrivals = st.one_of(
     st.builds(lambda r: {"kind": "poisson", "rate": r}, st.floats(0.5, 60.0)),
@@ -69,6 +81,23 @@ def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> None:
             assert (x == y).all(), column
 
 
+def _random_workload(arrival: dict, prompt_mean: float, output_mean: float) -> dict:
+    return {
+        "arrivals": arrival,
+        "prompt_tokens": {"kind": "lognormal", "mean": prompt_mean, "cv": 1.0},
+        "output_tokens": {"kind": "geometric", "mean": output_mean},
+        "num_requests": 60,
+    }
+
+
+def _assert_paths_agree(tmp_path: Path, exp: dict) -> ExperimentResult:
+    """The fast path and stepping one by one give the same results for `exp` (returned)."""
+    fast = run_dict(tmp_path, exp, "simulation.fast_path=true")
+    slow = run_dict(tmp_path, exp, "simulation.fast_path=false")
+    _assert_equivalent(fast, slow)
+    return fast
+
+
 def _assert_equivalent(fast: ExperimentResult, slow: ExperimentResult) -> None:
     for f, s in zip(fast.arms, slow.arms, strict=True):
         _same_number(f.metrics, s.metrics, f.name)
@@ -90,18 +119,40 @@ def test_fast_path_matches_stepping_one_by_one(tmp_path: Path, arm, arrival, blo
         replicas=replicas,
         router=router,
         kv_cache={"num_blocks": blocks},
-        workload={
-            "arrivals": arrival,
-            "prompt_tokens": {"kind": "lognormal", "mean": prompt_mean, "cv": 1.0},
-            "output_tokens": {"kind": "geometric", "mean": output_mean},
-            "num_requests": 60,
-        },
+        workload=_random_workload(arrival, prompt_mean, output_mean),
         policies=[arm],
         output={"timeseries_bin_s": 0.5},
     )
-    fast = run_dict(tmp_path, exp, "engine.fast_path=true")
-    slow = run_dict(tmp_path, exp, "engine.fast_path=false")
-    _assert_equivalent(fast, slow)
+    _assert_paths_agree(tmp_path, exp)
+
+
+unmixed_arms = st.builds(
+    lambda seqs, extra, threshold, preemption: {
+        "name": "arm", "kind": "chunked_prefill", "mixed_prefill": False,
+        "max_num_seqs": seqs, "token_budget": seqs + extra,
+        "long_prefill_token_threshold": threshold, "preemption": preemption},
+    st.sampled_from([4, 16, 64]), st.sampled_from([0, 64, 448]),
+    st.sampled_from([None, 32, 128]), st.sampled_from(["recompute", "swap"]),
+)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arm=unmixed_arms, arrival=arrivals, blocks=st.sampled_from([None, 60, 120, 400]),
+       prompt_mean=st.integers(8, 600), output_mean=st.integers(2, 300),
+       replicas=st.integers(1, 2), seed=st.integers(0, 1000),
+       router=st.sampled_from(["least_outstanding", "least_kv", "shared_queue"]))
+def test_fast_path_matches_stepping_one_by_one_without_mixed_prefill(
+        tmp_path: Path, arm, arrival, blocks, prompt_mean, output_mean, replicas, seed, router):
+    """SGLang's unmixed steps (docs/design.md §4): a decode stretch runs only while no prefill
+    can be scheduled, and a waiting request it left blocked stays blocked through it."""
+    exp = base_experiment(
+        seed=seed, max_model_len=2048, replicas=replicas, router=router,
+        kv_cache={"num_blocks": blocks},
+        workload=_random_workload(arrival, prompt_mean, output_mean),
+        policies=[arm], output={"timeseries_bin_s": 0.5},
+    )
+    _assert_paths_agree(tmp_path, exp)
 
 
 ordered_arms = st.sampled_from([
@@ -119,6 +170,10 @@ ordered_arms = st.sampled_from([
     {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 8,
      "long_prefill_token_threshold": 128, "preemption": "swap",
      "ordering": {"kind": "shortest_prompt_first", "aging_tokens_per_s": 2000}},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 16,
+     "mixed_prefill": False, "ordering": {"kind": "fair_share"}},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 8,
+     "mixed_prefill": False, "ordering": {"kind": "priority", "aging_s": 0.5}},
     {"name": "arm", "kind": "static", "max_batch_size": 8, "max_output_tokens": 400,
      "ordering": {"kind": "fair_share"}},
     {"name": "arm", "kind": "static", "max_batch_size": 16, "max_wait_s": 0.2,
@@ -154,9 +209,7 @@ def test_fast_path_matches_stepping_one_by_one_under_every_ordering(
         workload={"tenants": named, "num_requests": 60},
         policies=[arm], output={"timeseries_bin_s": 0.5},
     )
-    fast = run_dict(tmp_path, exp, "engine.fast_path=true")
-    slow = run_dict(tmp_path, exp, "engine.fast_path=false")
-    _assert_equivalent(fast, slow)
+    _assert_paths_agree(tmp_path, exp)
 
 
 disaggregated_arms = st.builds(
@@ -189,17 +242,10 @@ def test_fast_path_matches_stepping_one_by_one_when_disaggregated(
     wait, slow links (0.05 GB/s) make transfers share the link."""
     exp = base_experiment(
         seed=seed, max_model_len=2048, router=router, kv_cache={"num_blocks": blocks},
-        workload={
-            "arrivals": arrival,
-            "prompt_tokens": {"kind": "lognormal", "mean": prompt_mean, "cv": 1.0},
-            "output_tokens": {"kind": "geometric", "mean": output_mean},
-            "num_requests": 60,
-        },
+        workload=_random_workload(arrival, prompt_mean, output_mean),
         policies=[arm], output={"timeseries_bin_s": 0.5},
     )
-    fast = run_dict(tmp_path, exp, "engine.fast_path=true")
-    slow = run_dict(tmp_path, exp, "engine.fast_path=false")
-    _assert_equivalent(fast, slow)
+    _assert_paths_agree(tmp_path, exp)
 
 
 prefix_arms = st.sampled_from([
@@ -209,12 +255,21 @@ prefix_arms = st.sampled_from([
     {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32},
     {"name": "arm", "kind": "chunked_prefill", "token_budget": 2048, "max_num_seqs": 16,
      "long_prefill_token_threshold": 512, "preemption": "swap"},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32,
+     "mixed_prefill": False},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 2048, "max_num_seqs": 16,
+     "long_prefill_token_threshold": 512, "preemption": "swap", "mixed_prefill": False},
 ])
 
 
 @settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(arm={"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32},
+         blocks=700, rate=1.0, start=0, replicas=1, seed=0, router="least_outstanding")
+# Unmixed, a decode's block evicts a cached block of the waiting head's prefix, which lets the
+# head in at the next step: that step must not be stretched over (docs/design.md §4).
+@example(arm={"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32,
+              "mixed_prefill": False},
          blocks=700, rate=1.0, start=0, replicas=1, seed=0, router="least_outstanding")
 @given(arm=prefix_arms, blocks=st.sampled_from([None, 700, 1500, 4000]),
        rate=st.floats(0.5, 20.0), start=st.sampled_from([0, 60, 150]),
@@ -237,9 +292,7 @@ def test_fast_path_matches_stepping_one_by_one_with_prefix_caching(
         },
         policies=[arm], output={"timeseries_bin_s": 0.5},
     )
-    fast = run_dict(tmp_path, exp, "engine.fast_path=true")
-    slow = run_dict(tmp_path, exp, "engine.fast_path=false")
-    _assert_equivalent(fast, slow)
+    fast = _assert_paths_agree(tmp_path, exp)
     assert fast.arms[0].metrics["prefix_cache"]["cached_tokens"] >= 0
 
 
@@ -265,6 +318,4 @@ def test_fast_path_matches_stepping_one_by_one_with_sessions(
         },
         policies=[arm], output={"timeseries_bin_s": 0.5},
     )
-    fast = run_dict(tmp_path, exp, "engine.fast_path=true")
-    slow = run_dict(tmp_path, exp, "engine.fast_path=false")
-    _assert_equivalent(fast, slow)
+    _assert_paths_agree(tmp_path, exp)

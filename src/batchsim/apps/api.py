@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from batchsim.experiment import loader
+from batchsim.experiment.engine_profile import EngineProfileError
 from batchsim.experiment.loader import ConfigError
 from batchsim.experiment.outputs import json_safe, stack_arms, summary_document, write_results
 from batchsim.experiment.policy_factory import ArmError
@@ -30,6 +31,7 @@ from batchsim.workloads import WorkloadError
 __all__ = [
     "ArmError",
     "ConfigError",
+    "EngineProfileError",
     "Experiment",
     "HardwareError",
     "ModelDoesNotFitError",

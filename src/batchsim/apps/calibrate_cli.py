@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from batchsim.calibration.fit import FitError, FitResult, fit_profile
@@ -215,3 +217,39 @@ def _print_errors(result: FitResult) -> None:
                                                error.p90_ape),
         )
     Console().print(table)
+
+
+@calibrate_app.command("engine")
+def engine_command(
+    data: Annotated[list[Path], typer.Argument(
+        help="Measured benchmarks (the CSV rows `batchsim replay` reads).")],
+    out: Annotated[Path, typer.Option(help="The fitted engine profile YAML to write.")],
+    engine: Annotated[str, typer.Option(
+        help="Engine profile to start from: a shipped name or a profile YAML.")] = "vllm",
+    backend: Annotated[str | None, typer.Option(
+        help="Rows to fit on, by their backend column (default: the profile's name).")] = None,
+    requests_per_user: Annotated[int, typer.Option(
+        min=1, help="Requests each closed-loop user sends in a simulated case.")] = 20,
+    warmup_per_user: Annotated[int, typer.Option(
+        min=0, help="Of those, the first ones per user are warm-up, not measured.")] = 2,
+    jobs: Annotated[int, typer.Option(help="Worker processes.")] = os.cpu_count() or 1,
+    serial_starts: Annotated[str, typer.Option(
+        help="Serial front-end times (seconds, comma-separated) to start the fit from besides "
+             "the profile's own costs; empty: only those.")] = "0.01",
+) -> None:
+    """Fit an engine profile's costs to measured benchmarks; a fifth of the cases is held out."""
+    from batchsim.apps.engine_fit.cli import run_engine_fit_command
+    from batchsim.apps.engine_fit.fit import EngineFitError
+    from batchsim.apps.replay.deployment import BenchmarkClient
+    from batchsim.apps.replay.measured import ReplayError
+    from batchsim.experiment.engine_profile import EngineProfileError
+
+    try:
+        client = BenchmarkClient(requests_per_user, warmup_per_user)
+        starts = [float(v) for v in serial_starts.split(",") if v.strip()]
+        run_engine_fit_command(data, engine, backend, out, client, jobs=jobs,
+                               serial_starts=starts)
+    except (EngineFitError, ReplayError, EngineProfileError, ValueError) as err:
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(err))}",
+                                                   highlight=False)
+        raise typer.Exit(2) from None

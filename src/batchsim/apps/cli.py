@@ -19,6 +19,12 @@ from batchsim.apps.replay.measured import ReplayError
 from batchsim.apps.report.results import ReportError
 from batchsim.apps.version import installed_version
 from batchsim.calibration.summary import calibration_summary
+from batchsim.experiment.deployment import resolve_engine
+from batchsim.experiment.engine_profile import (
+    EngineProfileError,
+    list_engine_profiles,
+    load_engine_profile,
+)
 from batchsim.experiment.loader import ConfigError, dump_resolved, load_experiment
 from batchsim.experiment.output_folder import OutputFolderError, output_folder
 from batchsim.experiment.policy_factory import ArmError
@@ -35,8 +41,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(calibrate_app, name="calibrate")
-_USER_ERRORS = (ConfigError, ArmError, HardwareError, ModelError, ModelDoesNotFitError,
-                WorkloadError, ReportError, ExecutorError, ReplayError,
+_USER_ERRORS = (ConfigError, ArmError, EngineProfileError, HardwareError, ModelError,
+                ModelDoesNotFitError, WorkloadError, ReportError, ExecutorError, ReplayError,
                 OutputFolderError)
 
 
@@ -195,13 +201,20 @@ def replay(
     out: Annotated[Path, typer.Option(help="Folder for replay.json and replay.parquet.")] = Path(
         "results/replay"),
     requests_per_user: Annotated[int, typer.Option(
-        min=1, help="Requests each closed-loop user sends in a simulated case.")] = 4,
+        min=1, help="Requests each closed-loop user sends in a simulated case.")] = 20,
+    warmup_per_user: Annotated[int, typer.Option(
+        min=0, help="Of those, the first ones per user are warm-up, not measured.")] = 2,
+    engine: Annotated[list[str] | None, typer.Option(
+        help="Engine profile: NAME_OR_PATH for every case, or BACKEND=NAME_OR_PATH for one "
+             "backend's cases (repeatable). Default: each case's own engine.")] = None,
+    jobs: JobsOpt = DEFAULT_JOBS,
 ) -> None:
     """Simulate measured serving benchmarks case by case and report the error of each."""
     from batchsim.apps.replay.cli import run_replay_command  # only when replaying
 
     with _user_errors(files[0]):
-        run_replay_command(files, out, requests_per_user)
+        run_replay_command(files, out, requests_per_user, warmup_per_user, engine or [],
+                           jobs=jobs)
 
 
 @app.command()
@@ -211,6 +224,7 @@ def validate(file: FileArg, set_: SetOpt = None) -> None:
         exp, base_dir = load_experiment(file, set_ or ())
         load_model(exp.model, base_dir)
         load_gpu_profile(exp.hardware, base_dir)
+        resolve_engine(exp, base_dir)
         output_folder(None, exp)  # `run` checks it too, before simulating
     typer.echo(dump_resolved(exp), nl=False)
 
@@ -221,6 +235,13 @@ def profiles() -> None:
     for name in list_gpu_profiles():
         gpu = load_gpu_profile(name)
         typer.echo(f"{name:16s} {gpu.memory_bytes / 1e9:6.1f} GB  {calibration_summary(gpu)}")
+
+
+@app.command()
+def engines() -> None:
+    """List the shipped serving-engine profiles (the experiment key `engine`)."""
+    for name in list_engine_profiles():
+        typer.echo(f"{name:8s} {load_engine_profile(name).describe()}")
 
 
 @app.command()

@@ -72,7 +72,8 @@ def build_colocated(exp: Experiment, arm_exp: Experiment, arm: Arm, index: int,
     simulation = Simulation(policies, deployment.cost_model, traffic,
                             None if shared_queue else ROUTERS[exp.router],
                             shared_queue=shared_queue, max_model_len=max_model_len,
-                            fast_path=exp.engine.fast_path, on_progress=on_progress)
+                            fast_path=exp.simulation.fast_path, on_progress=on_progress,
+                            frontend=deployment.engine.frontend())
     return ColocatedArm(simulation, num_blocks, speculations)
 
 

@@ -8,6 +8,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from batchsim.experiment.engine_profile import (
+    EngineProfile,
+    EngineProfileError,
+    load_engine_profile,
+)
 from batchsim.experiment.schema import Experiment
 from batchsim.gpu.cost_model import RooflineCostModel
 from batchsim.gpu.hardware import GpuProfile, HardwareError, load_gpu_profile
@@ -29,15 +34,16 @@ class Deployment:
     swap_blocks: int
     max_model_len: int
     cost_model: RooflineCostModel | PipelineCostModel
-
+    engine: EngineProfile
 
 
 def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
     """Load the model and GPU, plan memory, build the cost model; errors name their key."""
     with keyed_error("model", ModelError):
         model = load_model(exp.model, base_dir)
+    engine = resolve_engine(exp, base_dir)
     with keyed_error("hardware", HardwareError):
-        gpu = load_gpu_profile(exp.hardware, base_dir)
+        gpu = engine.on_gpu(load_gpu_profile(exp.hardware, base_dir))
     with keyed_error("pipeline_parallel", ModelError):
         check_pipeline_parallel(model, exp.pipeline_parallel)
     _check_layout(exp, model)
@@ -65,7 +71,14 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
         model=model, gpu=gpu, memory=memory,
         num_blocks=exp.kv_cache.num_blocks or memory.num_blocks, swap_blocks=swap_blocks,
         max_model_len=exp.max_model_len or model.max_position_embeddings, cost_model=cost,
+        engine=engine,
     )
+
+
+def resolve_engine(exp: Experiment, base_dir: Path) -> EngineProfile:
+    """The serving engine profile the experiment names, errors under `engine`."""
+    with keyed_error("engine", EngineProfileError):
+        return load_engine_profile(exp.engine, base_dir)
 
 
 def _check_layout(exp: Experiment, model: ModelSpec) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from batchsim.experiment.engine_profile import EngineProfile
 from batchsim.experiment.policy_factory import ArmError
 from batchsim.experiment.schema import DisaggregatedArm, Experiment
 from batchsim.experiment.traffic import BuiltTraffic
@@ -50,14 +51,14 @@ class Pool:
 
 
 def resolve_pool(exp: Experiment, arm: DisaggregatedArm, index: int, role: str,
-                 model: ModelSpec, base_dir: Path) -> Pool:
+                 model: ModelSpec, base_dir: Path, engine: EngineProfile) -> Pool:
     """The pool's GPU and tensor parallelism (the arm's, else the experiment's), its KV
     capacity by the same memory plan as every replica, and its cost model."""
     hardware: str | None = getattr(arm, f"{role}_hardware")
     tensor_parallel: int | None = getattr(arm, f"{role}_tensor_parallel")
     tp = tensor_parallel or exp.tensor_parallel
     with _pool_key(f"policies.{index}.{role}_hardware" if hardware else "hardware", role):
-        gpu = load_gpu_profile(hardware or exp.hardware, base_dir)
+        gpu = engine.on_gpu(load_gpu_profile(hardware or exp.hardware, base_dir))
     tp_key = f"policies.{index}.{role}_tensor_parallel" if tensor_parallel else "tensor_parallel"
     with _pool_key(tp_key, role):
         memory = plan_memory(model, gpu, tensor_parallel=tp, weight_dtype=exp.dtype.weights,
@@ -154,10 +155,11 @@ class DisaggregatedRun:
 def build_disaggregated(
     exp: Experiment, arm: DisaggregatedArm, index: int, *, model: ModelSpec, base_dir: Path,
     max_model_len: int, traffic: BuiltTraffic, on_progress: Callable[[float], None] | None,
+    engine: EngineProfile,
 ) -> DisaggregatedRun:
     _check_layout(exp, index)
-    prefill = resolve_pool(exp, arm, index, "prefill", model, base_dir)
-    decode = resolve_pool(exp, arm, index, "decode", model, base_dir)
+    prefill = resolve_pool(exp, arm, index, "prefill", model, base_dir, engine)
+    decode = resolve_pool(exp, arm, index, "decode", model, base_dir, engine)
     shared_queue = exp.router == "shared_queue"
     simulation = DisaggregatedSimulation(
         [prefill_policy(arm, prefill, max_model_len) for _ in range(prefill.replicas)],
@@ -165,6 +167,7 @@ def build_disaggregated(
         prefill_cost=prefill.cost_model, decode_cost=decode.cost_model,
         link=link_spec(exp, arm, model), traffic=traffic.traffic,
         router=None if shared_queue else ROUTERS[exp.router], shared_queue=shared_queue,
-        max_model_len=max_model_len, fast_path=exp.engine.fast_path, on_progress=on_progress,
+        max_model_len=max_model_len, fast_path=exp.simulation.fast_path, on_progress=on_progress,
+        frontend=engine.frontend(),
     )
     return DisaggregatedRun(simulation, prefill, decode)

@@ -114,7 +114,7 @@ def _chunked_prefill(arm: ChunkedPrefillArm, res: ReplicaResources) -> BatchingP
         preemption=arm.preemption, swap_space=HostSwapSpace(res.swap_blocks),
         admission=build_admission(arm.admission),
         reserve=build_reserve(arm.admission_reserve), ordering=build_ordering(arm.ordering),
-        speculation=res.speculation,
+        speculation=res.speculation, mixed_prefill=arm.mixed_prefill,
     )
 
 

@@ -85,7 +85,8 @@ def run_experiment(
         if isinstance(arm, DisaggregatedArm):
             disaggregated = build_disaggregated(
                 exp, arm, index, model=deployment.model, base_dir=base_dir,
-                max_model_len=deployment.max_model_len, traffic=traffic, on_progress=progress)
+                max_model_len=deployment.max_model_len, traffic=traffic, on_progress=progress,
+                engine=deployment.engine)
             simulation: Simulation = disaggregated.simulation
         else:
             with keyed_error(f"policies.{index}.speculative", ModelError,

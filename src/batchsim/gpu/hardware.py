@@ -14,11 +14,9 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from batchsim.gpu.calibration_record import CalibrationRecord, parse_calibration_record
 from batchsim.gpu.dtypes import COMPUTE_RATE_OF_WEIGHTS, check_weight_dtype
-from batchsim.gpu.yaml_load import safe_load
+from batchsim.gpu.yaml_load import load_mapping
 
 _PROFILE_PACKAGE = "batchsim.hardware_profiles"
 _PROFILE_DIR = "gpus"
@@ -155,12 +153,7 @@ def load_gpu_profile(spec: str, base_dir: Path | None = None) -> GpuProfile:
 
 def parse_gpu_profile(text: str, where: str) -> GpuProfile:
     """Parse and validate a profile YAML document; `where` names it in error messages."""
-    try:
-        document = safe_load(text)
-    except yaml.YAMLError as exc:
-        raise HardwareError(f"{where}: not valid YAML ({exc})") from None
-    if not isinstance(document, dict):
-        raise HardwareError(f"{where}: expected a mapping of GPU profile fields")
+    document = load_mapping(text, where, HardwareError, "GPU profile fields")
     return _profile_from_mapping(document, _Reader(where))
 
 

@@ -21,3 +21,14 @@ def safe_load(text: str) -> Any:
         return yaml.load(text, Loader=_FAST_LOADER)  # a safe loader (CSafeLoader)
     except yaml.YAMLError:
         return yaml.safe_load(text)
+
+
+def load_mapping(text: str, where: str, error: type[ValueError], what: str) -> dict[str, Any]:
+    """A YAML document that must be a mapping; anything else raises `error` naming `where`."""
+    try:
+        document = safe_load(text)
+    except yaml.YAMLError as exc:
+        raise error(f"{where}: not valid YAML ({exc})") from None
+    if not isinstance(document, dict):
+        raise error(f"{where}: expected a mapping of {what}")
+    return document

@@ -9,6 +9,13 @@ Each gets `min(uncomputed tokens, budget left, long_prefill_token_threshold)`, s
 spreads over several steps and no decode waits behind more than one budget of prefill. KV is
 allocated for the tokens a step computes, so a prompt longer than the budget is fine; only one
 that could never fit the cache is rejected.
+
+With `mixed_prefill=False` (SGLang's default scheduler, without `--enable-mixed-chunk`) a step
+never mixes the two: whenever prefill work can be scheduled — a running request whose prompt is
+only partly computed, or a waiting request that can be admitted — the step holds only prefill
+chunks, in the same order and under the same budget, and the running decodes wait for the next
+step; only a step with no prefill to schedule decodes every running request. Admission is
+prefill work even for a request swapped out mid-decode: it returns in a prefill step.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ class ChunkedPrefill(IterationLevelQueues):
         reserve: KVReserve | None = None,
         ordering: WaitingQueue | None = None,
         speculation: Speculation | None = None,
+        mixed_prefill: bool = True,
     ) -> None:
         threshold = long_prefill_token_threshold
         if token_budget < 1 or max_num_seqs < 1 or (threshold is not None and threshold < 1):
@@ -51,17 +59,24 @@ class ChunkedPrefill(IterationLevelQueues):
                          ordering=ordering, speculation=speculation)
         self.token_budget = token_budget
         self.long_prefill_token_threshold = long_prefill_token_threshold
+        self.mixed_prefill = mixed_prefill
         # True when the last step scheduled every running request and each emitted a token:
         # then each has its first token and one pending token, the precondition of planning
         # the next step in one pass (a request whose last prompt chunk is one token must not
         # pass for a decode: it has no first token yet).
         self._all_decoding = True
+        # Unmixed: this step's decodes evicted a cached block while a request waits (see
+        # `repeatable_steps`).
+        self._decodes_evicted = False
 
     def add_request(self, request: Request, now: float) -> bool:
         return self._enqueue(request, now)
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
+        if not self.mixed_prefill:
+            self._schedule_unmixed(plan, now)
+            return self._shape(plan)
         budget = StepBudget(self.token_budget, self.max_num_seqs)
         if not (self._all_decoding
                 and schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead,
@@ -70,6 +85,40 @@ class ChunkedPrefill(IterationLevelQueues):
         if self.waiting and not plan.preempted:
             self._schedule_waiting(plan, budget, now)
         return self._shape(plan)
+
+    def _schedule_unmixed(self, plan: StepPlan, now: float) -> None:
+        """A prefill-only step if any prefill can be scheduled, else a decode-only one.
+
+        The prefill pass is the mixed step's without its decodes, with the whole budget: the
+        partial prompts (allocate-or-preempt), then admission unless that preempted. It takes
+        nothing when it schedules nothing — an admission that fails changes no state — so a
+        batch that was all decoding still is, and is planned in one pass. A decode step never
+        admits: its allocations only shrink the free KV the failed admission found too small,
+        which is also why a waiting request stays blocked through a fast-path stretch — unless
+        they evicted a cached block of its prefix, sparing it the free blocks that reviving it
+        would cost (`repeatable_steps`).
+        """
+        self._decodes_evicted = False
+        budget = StepBudget(self.token_budget, self.max_num_seqs)
+        self._schedule_running(plan, budget, phases=(False,))
+        if self.waiting and not plan.preempted:
+            self._schedule_waiting(plan, budget, now)
+        if plan.requests:
+            return  # the decodes resume once no prefill is left
+        budget = StepBudget(self.token_budget, self.max_num_seqs)
+        cached = self.pool.num_cached
+        if not (self._all_decoding
+                and schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead,
+                                         stretch_ahead=self._stretch_ahead())):
+            self._schedule_running(plan, budget, phases=(True,))
+        self._decodes_evicted = bool(self.waiting) and self.pool.num_cached < cached
+
+    def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
+        """The shared answer, except after an unmixed decode step whose own blocks evicted a
+        cached one while a request waits: the next step's admission is the first to see that
+        eviction (a mixed step's admission came after its decodes), so it must be planned."""
+        steps = super().repeatable_steps(plan, horizon)
+        return 1 if self._decodes_evicted else steps
 
     def _chunk(self, request: Request, budget: StepBudget, cached_tokens: int = 0) -> int:
         """Tokens `request` may compute this step: the rest of its prompt (or its one pending
@@ -80,15 +129,17 @@ class ChunkedPrefill(IterationLevelQueues):
             tokens = min(tokens, self.long_prefill_token_threshold)
         return tokens
 
-    def _schedule_running(self, plan: StepPlan, budget: StepBudget) -> None:
-        """Decodes first, then the chunks of running requests still prefilling.
+    def _schedule_running(self, plan: StepPlan, budget: StepBudget,
+                          phases: tuple[bool, ...] = (True, False)) -> None:
+        """Decodes first, then the chunks of running requests still prefilling (`phases`:
+        which of the two, in order; unmixed steps take one).
 
         The choices are added to the plan only at the end: a prefill chunk that preempts may
         evict a decode already chosen this step (it is newer), which then gives back its token.
         """
         chosen: dict[Request, tuple[int, int]] = {}  # tokens, and the budget they took
-        self._take_running(chosen, budget, plan, decodes=True)
-        self._take_running(chosen, budget, plan, decodes=False)
+        for decodes in phases:
+            self._take_running(chosen, budget, plan, decodes=decodes)
         for request, (tokens, _) in chosen.items():
             plan.add(request, tokens)
 
@@ -98,7 +149,10 @@ class ChunkedPrefill(IterationLevelQueues):
         while index < len(self.running):
             request = self.running[index]
             index += 1
-            if (request.num_uncomputed_tokens == 1) != decodes:
+            # A prompt's one-token last chunk goes with the decodes when mixing; unmixed it is
+            # prefill (it sets the first token) and must not share a step with them.
+            if (request.num_uncomputed_tokens == 1
+                    and (self.mixed_prefill or request.num_generated > 0)) != decodes:
                 continue
             tokens = self._chunk(request, budget)
             charge = tokens + self._lookahead_of(request, tokens)

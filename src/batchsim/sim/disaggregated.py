@@ -28,6 +28,7 @@ from typing import Protocol
 from batchsim.sim.cost_protocol import StepCostModel
 from batchsim.sim.dispatch import Dispatcher
 from batchsim.sim.engine import Replica, Simulation
+from batchsim.sim.frontend import Frontend
 from batchsim.sim.kv_link import KVLink
 from batchsim.sim.policy_protocol import BatchingPolicy
 from batchsim.sim.request import Request, RequestStatus
@@ -105,10 +106,11 @@ class DisaggregatedSimulation(Simulation):
         prefill_cost: StepCostModel, decode_cost: StepCostModel, link: LinkSpec,
         traffic: Traffic, router: Router | None = None, shared_queue: bool = False,
         max_model_len: int | None = None, fast_path: bool = True,
-        on_progress: Callable[[float], None] | None = None,
+        on_progress: Callable[[float], None] | None = None, frontend: Frontend | None = None,
     ) -> None:
         super().__init__(prefill, prefill_cost, traffic, router, max_model_len=max_model_len,
-                         fast_path=fast_path, on_progress=on_progress, shared_queue=shared_queue)
+                         fast_path=fast_path, on_progress=on_progress, shared_queue=shared_queue,
+                         frontend=frontend)
         self.spec = link
         self.link = KVLink(self.env, bandwidth_bytes_s=link.bandwidth_bytes_s,
                            latency_s=link.latency_s)

@@ -15,6 +15,7 @@ import simpy
 
 from batchsim.sim.cost_protocol import StepCostModel
 from batchsim.sim.dispatch import Dispatcher, RoutedDispatch, SharedQueueDispatch
+from batchsim.sim.frontend import Frontend
 from batchsim.sim.kv_cache import pool_block_keys
 from batchsim.sim.kv_growth import ExactGrowth, ListedGrowth
 from batchsim.sim.policy_protocol import BatchingPolicy
@@ -263,15 +264,22 @@ def _fewer_collections() -> Iterator[None]:
 
 
 class Simulation:
-    """Wires traffic, router and replicas; `run()` simulates until every request has ended."""
+    """Wires traffic, router and replicas; `run()` simulates until every request has ended.
+
+    `frontend`: the serving engine's front end (sim/frontend.py). A request is sent by its
+    client at `arrival_s` and reaches the router when the front end is done with it, so that
+    time is part of every client-seen latency (TTFT, E2E) and of a closed-loop user's cycle.
+    """
 
     def __init__(
         self, policies: Sequence[BatchingPolicy], cost_model: StepCostModel,
         traffic: Traffic, router: Router | None = None, max_model_len: int | None = None,
         fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
-        shared_queue: bool = False,
+        shared_queue: bool = False, frontend: Frontend | None = None,
     ) -> None:
         self.env = simpy.Environment()
+        self.frontend = frontend or Frontend()
+        self._sending = 0  # requests sent by closed-loop clients, not yet at the router
         self.record = RunRecord(
             kv_blocks_per_replica=policies[0].pool.num_blocks, num_replicas=len(policies)
         )
@@ -323,9 +331,11 @@ class Simulation:
         return queued + self.dispatch.held()
 
     def _submit(self, prompt: int, output: int, tenant: int = 0, priority: int = 0,
-                prefix: tuple[np.ndarray, int] | None = None) -> Request:
-        request = Request(len(self.record.requests), self.env.now, prompt, output,
-                          tenant=tenant, priority=priority)
+                prefix: tuple[np.ndarray, int] | None = None,
+                sent_s: float | None = None) -> Request:
+        """A request reaching the router now; its client sent it at `sent_s` (default now)."""
+        request = Request(len(self.record.requests), self.env.now if sent_s is None else sent_s,
+                          prompt, output, tenant=tenant, priority=priority)
         pool = self.replicas[0].policy.pool
         if prefix is not None and pool.prefix_caching:
             request.prefix_keys = pool_block_keys(prefix[0], prefix[1], pool.block_size, prompt)
@@ -370,15 +380,17 @@ class Simulation:
         tenants = zeros if traffic.tenant is None else traffic.tenant.tolist()
         priorities = zeros if traffic.priority is None else traffic.priority.tolist()
         blocks = traffic.prefix_blocks
+        frontend = self.frontend
         for index, (t, prompt, output, tenant, priority) in enumerate(zip(
             traffic.arrival_s.tolist(), traffic.prompt_tokens.tolist(),
             traffic.output_tokens.tolist(), tenants, priorities, strict=True,
         )):
-            if t > self.env.now:
-                self._upcoming_arrival_s = t
-                yield self.env.timeout(t - self.env.now)
+            reaches = frontend.reaches_scheduler(t) if frontend.delays else t
+            if reaches > self.env.now:
+                self._upcoming_arrival_s = reaches
+                yield self.env.timeout(reaches - self.env.now)
             prefix = None if blocks is None else (blocks.blocks_of(index), blocks.block_tokens)
-            self._submit(prompt, output, tenant, priority, prefix)
+            self._submit(prompt, output, tenant, priority, prefix, sent_s=t)
         self._upcoming_arrival_s = math.inf
 
     def _start_closed_loop(self, traffic: ClosedLoopTraffic) -> None:
@@ -395,9 +407,13 @@ class Simulation:
             if not self._may_send(traffic):
                 return
             blocks = sessions.prefix_blocks
+            sent = self.env.now
+            if self.frontend.delays:
+                yield from self._through_frontend()
             request = self._submit(int(sessions.prompt_tokens[turn]),
                                    int(sessions.output_tokens[turn]),
-                                   prefix=(blocks.blocks_of(turn), blocks.block_tokens))
+                                   prefix=(blocks.blocks_of(turn), blocks.block_tokens),
+                                   sent_s=sent)
             if not request.is_finished:
                 done = self.env.event()
                 self._done_events[request.request_id] = done
@@ -405,8 +421,16 @@ class Simulation:
             if traffic.think_time_s > 0:
                 yield self.env.timeout(traffic.think_time_s)
 
+    def _through_frontend(self) -> Process:
+        """A sent request on its way to the router: counted as sent, so no other user sends
+        one too many (`num_requests`)."""
+        self._sending += 1
+        yield self.env.timeout(self.frontend.reaches_scheduler(self.env.now) - self.env.now)
+        self._sending -= 1
+
     def _may_send(self, traffic: ClosedLoopTraffic | SessionTraffic) -> bool:
-        if traffic.num_requests is not None and len(self.record.requests) >= traffic.num_requests:
+        sent = len(self.record.requests) + self._sending
+        if traffic.num_requests is not None and sent >= traffic.num_requests:
             return False
         return traffic.duration_s is None or self.env.now < traffic.duration_s
 
@@ -417,7 +441,10 @@ class Simulation:
         while self._may_send(traffic):
             prompt, output = next(lengths)
             done = self.env.event()
-            request = self._submit(prompt, output)
+            sent = self.env.now
+            if self.frontend.delays:
+                yield from self._through_frontend()
+            request = self._submit(prompt, output, sent_s=sent)
             if request.is_finished:  # rejected on arrival
                 rejected_in_a_row += 1
                 if rejected_in_a_row >= _MAX_REJECTIONS_IN_A_ROW:

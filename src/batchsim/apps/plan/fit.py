@@ -21,12 +21,13 @@ def fit_problem(exp: Experiment, base_dir: Path) -> str | None:
     tensor parallelism), or None. Other errors (an unknown GPU, a bad file) are raised: they
     are mistakes in the file, not properties of a candidate."""
     try:
-        resolve_deployment(exp, base_dir)
+        deployment = resolve_deployment(exp, base_dir)
         model = load_model(exp.model, base_dir)
         for index, arm in enumerate(exp.policies):
             if isinstance(arm, DisaggregatedArm):
                 for role in ("prefill", "decode"):
-                    resolve_pool(exp, arm, index, role, model, base_dir)
+                    resolve_pool(exp, arm, index, role, model, base_dir,
+                                 deployment.engine)
     except _DOES_NOT_FIT as err:
         return str(err)
     except ArmError as err:  # a pool's error, wrapped with the pool's key

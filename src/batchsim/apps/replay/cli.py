@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from batchsim.apps.replay.measured import MeasuredCase, Unreplayed, read_cases
+from batchsim.apps.replay.deployment import BenchmarkClient
+from batchsim.apps.replay.measured import MeasuredCase, ReplayError, Unreplayed, read_cases
 from batchsim.apps.replay.score import (
     GROUP,
     SUMMARY_HEADERS,
@@ -21,13 +22,22 @@ from batchsim.apps.replay.score import (
     error_summary,
     summary_cells,
 )
-from batchsim.apps.replay.simulate import replay_cases
+from batchsim.apps.replay.simulate import EngineChoice, replay_cases
+from batchsim.experiment.engine_profile import load_engine_profile
 from batchsim.experiment.output_folder import check_writable
 from batchsim.experiment.outputs import json_safe, versions
 
 
-def run_replay_command(files: Sequence[Path], out: Path, requests_per_user: int) -> None:
+def run_replay_command(files: Sequence[Path], out: Path, requests_per_user: int,
+                       warmup_per_user: int, engines: Sequence[str], *, jobs: int) -> None:
     out = out.expanduser()
+    try:
+        client = BenchmarkClient(requests_per_user, warmup_per_user)
+    except ValueError as err:
+        raise ReplayError(f"--warmup-per-user: {err}") from None
+    choice = EngineChoice(parse_engine_options(engines))
+    for ref in sorted(set(choice.profiles.values())):
+        load_engine_profile(ref)  # a named profile that does not load fails here, not per case
     check_writable(out, ("replay.json", "replay.parquet", "report.html"))
     console = Console()
     if not console.is_terminal:  # a file or a pipe: the whole table, not 80 columns of it
@@ -42,12 +52,12 @@ def run_replay_command(files: Sequence[Path], out: Path, requests_per_user: int)
                TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("simulating cases", total=len(cases))
-        replayed, failed = replay_cases(cases, requests_per_user,
+        replayed, failed = replay_cases(cases, client, choice.for_case, jobs=jobs,
                                         on_case=lambda done: progress.update(task, completed=done))
     skipped += failed
     table = case_table(replayed)
     summary = error_summary(table, skipped)
-    _write(out, files, requests_per_user, table, summary, skipped)
+    _write(out, files, client, choice, table, summary, skipped)
     from batchsim.apps.replay.report import write_replay_report  # matplotlib only here
 
     write_replay_report(out, table, summary, len(skipped))
@@ -57,13 +67,28 @@ def run_replay_command(files: Sequence[Path], out: Path, requests_per_user: int)
     console.print(f"wrote {escape(str(out))}/: replay.json, replay.parquet, report.html")
 
 
-def _write(out: Path, files: Sequence[Path], requests_per_user: int, table: pd.DataFrame,
-           summary: pd.DataFrame, skipped: Sequence[Unreplayed]) -> None:
+def parse_engine_options(options: Sequence[str]) -> dict[str, str]:
+    """`--engine` values: `PROFILE` for every backend (`*`), `BACKEND=PROFILE` for one."""
+    profiles: dict[str, str] = {}
+    for option in options:
+        backend, sep, profile = option.partition("=")
+        if not sep:
+            backend, profile = "*", option
+        if not backend.strip() or not profile.strip():
+            raise ReplayError(f"--engine {option!r}: expected PROFILE or BACKEND=PROFILE")
+        profiles[backend.strip()] = profile.strip()
+    return profiles
+
+
+def _write(out: Path, files: Sequence[Path], client: BenchmarkClient, choice: EngineChoice,
+           table: pd.DataFrame, summary: pd.DataFrame, skipped: Sequence[Unreplayed]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out / "replay.parquet", index=False)
     document = {
         "inputs": [file.name for file in files],
-        "requests_per_user": requests_per_user,
+        "requests_per_user": client.requests_per_user,
+        "warmup_per_user": client.warmup_per_user,
+        "engine_profiles": choice.profiles,
         "summary": summary.to_dict("records"),
         "not_simulated": [{"case_id": s.case_id, "source": s.source, "engine": s.engine,
                            "model": s.model, "gpu": s.gpu, "reason": s.reason}

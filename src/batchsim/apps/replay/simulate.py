@@ -2,64 +2,111 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from batchsim.apps.api import (
     ArmError,
     ConfigError,
+    EngineProfileError,
     HardwareError,
     ModelDoesNotFitError,
     ModelError,
     WorkloadError,
     run,
 )
-from batchsim.apps.replay.deployment import REPLAY_ARM, case_experiment
+from batchsim.apps.replay.deployment import REPLAY_ARM, BenchmarkClient, case_experiment
 from batchsim.apps.replay.measured import MeasuredCase, Unreplayed
+from batchsim.experiment.engine_profile import EngineProfile, load_engine_profile
 
-_CANNOT_RUN = (ArmError, ConfigError, HardwareError, ModelDoesNotFitError, ModelError,
-               WorkloadError)
+_CANNOT_RUN = (ArmError, ConfigError, EngineProfileError, HardwareError, ModelDoesNotFitError,
+               ModelError, WorkloadError)
 
 
 @dataclass(frozen=True, slots=True)
 class ReplayedCase:
-    """A measured case and what the simulation predicts for it."""
+    """A measured case and what the simulation predicts for it (means over the measured
+    requests: every one after the client's warm-up)."""
 
     case: MeasuredCase
     ttft_s: float  # simulated mean time to first token
     tpot_s: float  # simulated mean time per output token
     preemptions: int
+    engine_profile: str  # the engine profile it ran with
 
 
-def replay_cases(cases: Sequence[MeasuredCase], requests_per_user: int,
-                 on_case: Callable[[int], None] | None = None,
+class EngineChoice:
+    """Which engine profile each case runs with: its own engine's (a shipped profile of that
+    name, else `none`), unless `profiles` names one for its engine or for every engine (`*`)."""
+
+    def __init__(self, profiles: Mapping[str, str] | None = None) -> None:
+        self.profiles = dict(profiles or {})
+        self._loaded: dict[str, EngineProfile] = {}
+
+    def for_case(self, case: MeasuredCase) -> EngineProfile:
+        ref = self.profiles.get(case.engine, self.profiles.get("*", case.engine))
+        if ref not in self._loaded:
+            try:
+                self._loaded[ref] = load_engine_profile(ref)
+            except ValueError:
+                if ref != case.engine:  # a profile the user named must load
+                    raise
+                self._loaded[ref] = load_engine_profile("none")
+        return self._loaded[ref]
+
+
+def replay_cases(cases: Sequence[MeasuredCase], client: BenchmarkClient,
+                 engine_for: Callable[[MeasuredCase], EngineProfile],
+                 on_case: Callable[[int], None] | None = None, jobs: int = 1,
                  ) -> tuple[list[ReplayedCase], list[Unreplayed]]:
-    """Every case simulated, or the reason it could not be."""
+    """Every case simulated with its engine profile, or the reason it could not be; `jobs`
+    processes at once (the results do not depend on it: each case is its own simulation)."""
+    work = [(case, client, engine_for(case)) for case in cases]
+    outcomes: list[ReplayedCase | str] = []
+    if jobs > 1 and len(work) > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for outcome in pool.map(_replay_packed, work, chunksize=2):
+                outcomes.append(outcome)
+                if on_case is not None:
+                    on_case(len(outcomes))
+    else:
+        for item in work:
+            outcomes.append(_replay_packed(item))
+            if on_case is not None:
+                on_case(len(outcomes))
     replayed: list[ReplayedCase] = []
     skipped: list[Unreplayed] = []
-    for done, case in enumerate(cases, start=1):
-        outcome = replay_case(case, requests_per_user)
+    for case, outcome in zip(cases, outcomes, strict=True):
         if isinstance(outcome, str):
             skipped.append(Unreplayed(case.case_id, case.source, case.engine, case.model,
                                       case.gpu, outcome))
         else:
             replayed.append(outcome)
-        if on_case is not None:
-            on_case(done)
     return replayed, skipped
 
 
-def replay_case(case: MeasuredCase, requests_per_user: int) -> ReplayedCase | str:
+def _replay_packed(item: tuple[MeasuredCase, BenchmarkClient, EngineProfile],
+                   ) -> ReplayedCase | str:
+    return replay_case(*item)
+
+
+def replay_case(case: MeasuredCase, client: BenchmarkClient,
+                engine: EngineProfile) -> ReplayedCase | str:
     """One case simulated, or why it cannot be (the error batchsim gives for its deployment)."""
-    experiment = case_experiment(case, requests_per_user)
+    experiment = case_experiment(case, client, engine)
     if isinstance(experiment, str):
         return experiment
     try:
         results = run(experiment)
     except _CANNOT_RUN as err:
         return str(err).splitlines()[0]
-    [metrics] = [arm.metrics for arm in results.result.arms if arm.name == REPLAY_ARM]
-    ttft, tpot = metrics["ttft_s"], metrics["tpot_s"]
-    assert isinstance(ttft, dict) and isinstance(tpot, dict)
-    return ReplayedCase(case, float(ttft["mean"]), float(tpot["mean"]),
-                        int(metrics.get("preemptions", 0)))  # type: ignore[call-overload]
+    [arm] = [arm for arm in results.result.arms if arm.name == REPLAY_ARM]
+    requests = arm.requests.sort_values("arrival_s", kind="stable")
+    measured = requests.iloc[case.concurrency * client.warmup_per_user:]
+    unfinished = int((~measured["finished"]).sum())
+    if unfinished:
+        first = measured.loc[~measured["finished"], "reject_reason"].iloc[0]
+        return f"{unfinished} simulated request(s) not served: {first}"
+    return ReplayedCase(case, float(measured["ttft_s"].mean()), float(measured["tpot_s"].mean()),
+                        int(requests["preemptions"].sum()), engine.ref)

@@ -52,7 +52,6 @@ from batchsim.experiment.schema.common import (
     rule_error,
 )
 from batchsim.experiment.schema.dtype import DTypeConfig
-from batchsim.experiment.schema.engine import EngineConfig
 from batchsim.experiment.schema.experiment import Experiment
 from batchsim.experiment.schema.kv_cache import KVCacheConfig
 from batchsim.experiment.schema.lengths import (
@@ -87,6 +86,7 @@ from batchsim.experiment.schema.plan import (
     PlanRateConfig,
     PlanWhatIfConfig,
 )
+from batchsim.experiment.schema.simulation import SimulationConfig
 from batchsim.experiment.schema.slo import SLOConfig
 from batchsim.experiment.schema.speculative import (
     AcceptanceConfig,
@@ -128,7 +128,6 @@ __all__ = [
     "DiurnalArrivals",
     "EmpiricalComponent",
     "EmpiricalLength",
-    "EngineConfig",
     "Experiment",
     "FairShareOrdering",
     "FcfsOrdering",
@@ -159,6 +158,7 @@ __all__ = [
     "SLOConfig",
     "SessionArrivals",
     "ShortestPromptFirstOrdering",
+    "SimulationConfig",
     "SpeculativeConfig",
     "StaticArm",
     "SweepConfig",

@@ -34,6 +34,8 @@ class ArmDeployment(ConfigModel):
     """Data-parallel attention."""
     replicas: AtLeastOne | None = None
     """Model replicas."""
+    engine: str | None = Field(default=None, min_length=1)
+    """Serving engine profile (its costs) for this arm: compare engines on the same traffic."""
 
     def overrides(self) -> dict[str, object]:
         """The keys this arm sets, as top-level experiment keys."""
@@ -129,6 +131,11 @@ class ChunkedPrefillArm(ConfigModel):
     long_prefill_token_threshold: AtLeastOne | None = None
     """Cap on one request's prefill chunk per step, so that several long prompts share the
     budget (and short ones are admitted beside a long one); null: no cap beyond the budget."""
+    mixed_prefill: bool = True
+    """Mix prefill chunks and decodes in one step (vLLM v1; SGLang's `--enable-mixed-chunk`).
+    False is SGLang's default: a step that can schedule prefill (a partial prompt, or a waiting
+    request that fits) holds only prefill chunks and the running decodes wait for the next
+    step; decoding resumes once no prefill is left. Faster prefill, longer decode stalls."""
     preemption: ArmPreemption = "recompute"
     admission: ArmAdmission = None
     admission_reserve: ArmAdmissionReserve = None

@@ -14,10 +14,10 @@ from batchsim.experiment.schema.common import (
     rule_error,
 )
 from batchsim.experiment.schema.dtype import DTypeConfig
-from batchsim.experiment.schema.engine import EngineConfig
 from batchsim.experiment.schema.kv_cache import KVCacheConfig
 from batchsim.experiment.schema.output import OutputConfig
 from batchsim.experiment.schema.plan import PlanConfig
+from batchsim.experiment.schema.simulation import SimulationConfig
 from batchsim.experiment.schema.slo import SLOConfig
 from batchsim.experiment.schema.sweep import SweepConfig
 from batchsim.experiment.schema.workload import WorkloadConfig
@@ -83,8 +83,14 @@ class Experiment(ConfigModel):
     """The arms: batching policies, each run on the same request stream; names are unique."""
     output: OutputConfig = Field(default_factory=OutputConfig)
     """Where results go."""
-    engine: EngineConfig = Field(default_factory=EngineConfig)
-    """Simulation-engine settings."""
+    engine: str = Field(default="none", min_length=1)
+    """The serving engine whose costs and scheduling defaults the arms run with: a shipped
+    engine profile (`vllm`, `sglang`, `trtllm`; `batchsim engines` lists them), a path to an
+    engine profile YAML (`batchsim calibrate engine` writes one), or `none`: the bare roofline
+    with the GPU profile's per-step overheads and no per-request latency
+    (docs/background/engines.md)."""
+    simulation: SimulationConfig = Field(default_factory=SimulationConfig)
+    """Settings of the simulation itself (never what it computes)."""
     sweep: list[SweepConfig] | None = None
     """Parameters to sweep: one mapping, or a list of them that forms a grid (every
     combination). Each point is a full run of the experiment, written to its own folder."""
@@ -99,6 +105,14 @@ class Experiment(ConfigModel):
     plan: PlanConfig | None = None
     """Capacity planning questions for `batchsim plan`; ignored by `batchsim run` and
     `batchsim sweep`."""
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine_names_the_serving_engine(cls, value: object) -> object:
+        if isinstance(value, dict):
+            raise ValueError("names the serving engine (none, vllm, sglang, trtllm or an engine "
+                             "profile YAML); the setting fast_path moved to simulation.fast_path")
+        return value
 
     @field_validator("sweep", mode="before")
     @classmethod

@@ -1,10 +1,10 @@
-"""Settings of the simulation engine (how it advances time, never what it computes)."""
+"""Settings of the simulation itself (how it advances time, never what it computes)."""
 
 from batchsim.experiment.schema.common import ConfigModel
 
 
-class EngineConfig(ConfigModel):
-    """How the simulation engine advances time (never what it computes)."""
+class SimulationConfig(ConfigModel):
+    """How the simulation advances time (never what it computes)."""
 
     fast_path: bool = True
     """Advance a decode-only batch over many steps in one event when nothing can change it in

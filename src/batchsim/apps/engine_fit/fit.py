@@ -1,0 +1,220 @@
+"""Fit an engine's costs to measured benchmarks by simulating them (docs/background/engines.md).
+
+The unknowns are the profile's four costs θ = (front-end latency, serial front-end time, step
+overhead, per-sequence overhead). Every prediction is a full simulation of a case, so the fit
+is Gauss-Newton on simulations: each iteration measures the sensitivity of every case's mean
+TTFT and TPOT to each cost by finite differences, solves the least-squares problem of the log
+errors on that linear model (scipy's bounded trust-region solver), and simulates the step,
+halving it until the simulated error falls; it stops when the costs stop moving or no step
+helps. Held-out cases are simulated only at the end, with the fitted costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy.optimize import least_squares
+
+from batchsim.apps.replay.deployment import BenchmarkClient
+from batchsim.apps.replay.measured import MeasuredCase, Unreplayed
+from batchsim.apps.replay.simulate import ReplayedCase, replay_cases
+from batchsim.experiment.engine_profile import EngineProfile, load_engine_profile
+
+PARAMETERS = ("frontend_latency_s", "frontend_serial_s", "step_overhead_s",
+              "per_seq_overhead_s")
+# The scale of each cost: what a finite difference and the solver measure moves against.
+_STEPS = np.array([0.02, 2e-3, 5e-4, 2e-5])
+# Costs before the fit when the base profile has none: no front-end latency, the GPU
+# profiles' per-step priors.
+_START = np.array([0.0, 0.0, 2e-4, 2e-6])
+# Each finite difference moves a cost by a tenth of its value (a tenth of its scale above,
+# when it is smaller): the responses bend over larger moves.
+_RELATIVE_STEP = 0.1
+MAX_ITERATIONS = 4
+SERIAL_STARTS = (0.01,)  # `--serial-starts` of the command
+_HALVINGS = 4
+_CONVERGED = 0.05  # stop when no cost moves by more than this share of its step
+
+
+class EngineFitError(ValueError):
+    """Nothing to fit on (no case of the engine could be simulated)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFit:
+    """The fitted costs and the cases they were fitted on and tested on."""
+
+    costs: dict[str, float]
+    fitted: list[ReplayedCase]  # simulated with the fitted costs
+    held_out: list[ReplayedCase]
+    unreplayed: list[Unreplayed]
+    iterations: int
+
+
+def fit_engine(base: EngineProfile, fit_cases: Sequence[MeasuredCase],
+               held_out_cases: Sequence[MeasuredCase], client: BenchmarkClient, workdir: Path,
+               *, jobs: int = 1, on_stage: Callable[[str], None] | None = None,
+               serial_starts: Sequence[float] = SERIAL_STARTS,
+               max_iterations: int = MAX_ITERATIONS) -> EngineFit:
+    """Fit `base`'s costs on `fit_cases` from its own costs and from each serial front-end
+    time of `serial_starts`, keep the fit with the least error on them, and score it on
+    `held_out_cases`."""
+    say = on_stage or (lambda _: None)
+    simulate = _Simulator(base, client, workdir, jobs)
+    say(f"simulating {len(fit_cases)} cases at the start")
+    first = simulate(fit_cases, _start(base))
+    cases = [r.case for r in first.replayed]
+    if not cases:
+        raise EngineFitError(f"none of the {len(fit_cases)} cases to fit could be simulated")
+    measured = np.array([[c.ttft_s, c.tpot_s] for c in cases])
+    best: tuple[float, np.ndarray, list[ReplayedCase], int] | None = None
+    for number, theta in enumerate(_starts(base, serial_starts), start=1):
+        say(f"start {number}: " + _named(theta))
+        latest = first.replayed if number == 1 else _aligned(simulate(cases, theta).replayed,
+                                                             cases)
+        found = _descend(simulate, cases, measured, theta, latest, say, max_iterations)
+        if best is None or found[0] < best[0]:
+            best = found
+    assert best is not None  # the first start always runs
+    _, theta, latest, iterations = best
+    say(f"simulating {len(held_out_cases)} held-out cases")
+    held_out = simulate(held_out_cases, theta)
+    costs = {n: _rounded(v) for n, v in zip(PARAMETERS, theta, strict=True)}
+    return EngineFit(costs, latest, held_out.replayed,
+                     [*first.unreplayed, *held_out.unreplayed], iterations)
+
+
+def _descend(simulate: _Simulator, cases: Sequence[MeasuredCase], measured: np.ndarray,
+             theta: np.ndarray, latest: list[ReplayedCase], say: Callable[[str], None],
+             max_iterations: int) -> tuple[float, np.ndarray, list[ReplayedCase], int]:
+    """Gauss-Newton from `theta`: (error, costs, their simulation, iterations)."""
+    cost = _cost(_means(latest), measured)
+    iterations = 0
+    for iterations in range(1, max_iterations + 1):
+        jacobian = _sensitivities(simulate, cases, theta)
+        step = _solve(_means(latest), theta, jacobian, measured) - theta
+        for _ in range(_HALVINGS):  # backtrack until the simulated error does fall
+            trial = _aligned(simulate(cases, theta + step).replayed, cases)
+            trial_cost = _cost(_means(trial), measured)
+            if trial_cost < cost:
+                break
+            step = step / 2
+        else:
+            break  # no step along the linear model improves the simulated error: done
+        theta, latest, cost = theta + step, trial, trial_cost
+        say(f"  iteration {iterations}: {_named(theta)} (squared log error {cost:.4g})")
+        if np.max(np.abs(step) / _STEPS) < _CONVERGED:
+            break
+    return cost, theta, latest, iterations
+
+
+def _named(theta: np.ndarray) -> str:
+    return ", ".join(f"{n} {v:.4g}" for n, v in zip(PARAMETERS, theta, strict=True))
+
+
+def _starts(base: EngineProfile, serial_starts: Sequence[float]) -> list[np.ndarray]:
+    """The base profile's costs, then the same with each serial front-end time: the error has
+    several minima along it (how far a wave of requests sent together is spread decides which
+    steps they share)."""
+    start = _start(base)
+    others = [np.where(np.arange(len(PARAMETERS)) == 1, serial, start)
+              for serial in serial_starts if serial != start[1]]
+    return [start, *others]
+
+
+def _sensitivities(simulate: _Simulator, cases: Sequence[MeasuredCase], theta: np.ndarray,
+                   ) -> np.ndarray:
+    """d(mean TTFT, mean TPOT)/d(cost) per case, by central differences (one-sided at 0)."""
+    steps = np.maximum(_RELATIVE_STEP * theta, _STEPS / 10)
+    jacobian = np.empty((len(cases), 2, len(PARAMETERS)))
+    for j in range(len(PARAMETERS)):
+        up = _means(_aligned(simulate(cases, theta + steps * np.eye(len(PARAMETERS))[j])
+                             .replayed, cases))
+        low = np.maximum(theta - steps * np.eye(len(PARAMETERS))[j], 0.0)
+        down = _means(_aligned(simulate(cases, low).replayed, cases))
+        jacobian[:, :, j] = (up - down) / (theta[j] + steps[j] - low[j])
+    return jacobian
+
+
+def _rounded(value: float) -> float:
+    """Four significant digits (more than the data can tell apart); 0 below a nanosecond."""
+    return 0.0 if value < 1e-9 else float(f"{value:.4g}")
+
+
+def _cost(predicted: np.ndarray, measured: np.ndarray) -> float:
+    return float(np.sum(np.log(predicted / measured) ** 2))
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    replayed: list[ReplayedCase]
+    unreplayed: list[Unreplayed]
+
+
+class _Simulator:
+    """Simulates cases with `base` at given costs: each cost vector is written as a profile
+    file, so the simulation reads its engine exactly as a user's experiment would."""
+
+    def __init__(self, base: EngineProfile, client: BenchmarkClient, workdir: Path,
+                 jobs: int) -> None:
+        self.base, self.client, self.workdir, self.jobs = base, client, workdir, jobs
+        self.count = 0
+
+    def __call__(self, cases: Sequence[MeasuredCase], theta: np.ndarray) -> _Outcome:
+        self.count += 1
+        profile = with_costs(self.base, dict(zip(PARAMETERS, map(float, theta), strict=True)))
+        path = self.workdir / f"point-{self.count}.yaml"
+        path.write_text(profile_yaml(profile.spec.model_dump(mode="json")), encoding="utf-8")
+        engine = load_engine_profile(str(path))
+        replayed, unreplayed = replay_cases(cases, self.client, lambda _: engine, jobs=self.jobs)
+        return _Outcome(replayed, unreplayed)
+
+
+def with_costs(base: EngineProfile, costs: dict[str, float]) -> EngineProfile:
+    """`base` with its costs replaced."""
+    spec = base.spec.model_copy(update={"costs": base.spec.costs.model_copy(update=costs)})
+    return EngineProfile(spec, base.where, base.ref)
+
+
+def profile_yaml(document: dict[str, object]) -> str:
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=96)
+
+
+def _start(base: EngineProfile) -> np.ndarray:
+    costs = base.spec.costs
+    given = [costs.frontend_latency_s, costs.frontend_serial_s, costs.step_overhead_s,
+             costs.per_seq_overhead_s]
+    return np.array([default if value is None else value
+                     for value, default in zip(given, _START, strict=True)])
+
+
+def _means(replayed: Sequence[ReplayedCase]) -> np.ndarray:
+    return np.array([[r.ttft_s, r.tpot_s] for r in replayed])
+
+
+def _aligned(replayed: Sequence[ReplayedCase], cases: Sequence[MeasuredCase],
+             ) -> list[ReplayedCase]:
+    """The outcomes of `cases`, in order; a case that simulated at the start but not at another
+    cost vector cannot happen (costs do not change what fits), so it is an error."""
+    by_id = {r.case.case_id: r for r in replayed}
+    missing = [c.case_id for c in cases if c.case_id not in by_id]
+    if missing:
+        raise EngineFitError(f"case {missing[0]} simulated at the start but not at other costs")
+    return [by_id[c.case_id] for c in cases]
+
+
+def _solve(predicted: np.ndarray, theta: np.ndarray, jacobian: np.ndarray,
+           measured: np.ndarray) -> np.ndarray:
+    """The costs minimising the squared log errors on the linear model around `theta`."""
+    floor = 1e-3 * measured
+
+    def log_errors(x: np.ndarray) -> np.ndarray:
+        linear = predicted + np.einsum("nmp,p->nm", jacobian, x - theta)
+        return np.log(np.maximum(linear, floor) / measured).ravel()
+
+    solution = least_squares(log_errors, theta, bounds=(0.0, np.inf), x_scale=_STEPS)
+    return np.asarray(solution.x, dtype=float)
