@@ -19,7 +19,6 @@ from batchsim.apps.replay.measured import ReplayError
 from batchsim.apps.report.results import ReportError
 from batchsim.apps.version import installed_version
 from batchsim.calibration.summary import calibration_summary
-from batchsim.experiment.deployment import resolve_engine
 from batchsim.experiment.engine_profile import (
     EngineProfileError,
     list_engine_profiles,
@@ -28,6 +27,7 @@ from batchsim.experiment.engine_profile import (
 from batchsim.experiment.loader import ConfigError, dump_resolved, load_experiment
 from batchsim.experiment.output_folder import OutputFolderError, output_folder
 from batchsim.experiment.policy_factory import ArmError
+from batchsim.experiment.preflight import check_before_run
 from batchsim.experiment.runner import ArmResult
 from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 from batchsim.gpu.memory import ModelDoesNotFitError
@@ -222,9 +222,7 @@ def validate(file: FileArg, set_: SetOpt = None) -> None:
     """Check FILE (and the model and hardware it names) and print the resolved config."""
     with _user_errors(file):
         exp, base_dir = load_experiment(file, set_ or ())
-        load_model(exp.model, base_dir)
-        load_gpu_profile(exp.hardware, base_dir)
-        resolve_engine(exp, base_dir)
+        check_before_run(exp, base_dir)
         output_folder(None, exp)  # `run` checks it too, before simulating
     typer.echo(dump_resolved(exp), nl=False)
 

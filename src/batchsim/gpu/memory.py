@@ -28,7 +28,8 @@ _GB = 1e9  # messages use decimal GB, like spec sheets and vLLM's logs
 
 
 class ModelDoesNotFitError(ValueError):
-    """The weights (plus the runtime reserve) leave no room for even one KV block."""
+    """The deployment cannot hold the model: the weights (plus the runtime reserve) leave no
+    room for even one KV block, or the tensor parallelism is wider than one node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +147,7 @@ def plan_memory(
     layout = Parallelism(tensor_parallel, expert_parallel, data_parallel_attention)
     check_parallelism(model, layout)
     if tensor_parallel > gpu.gpus_per_node:
-        raise ValueError(
+        raise ModelDoesNotFitError(
             f"tensor_parallel={tensor_parallel} spans more than the {gpu.gpus_per_node} GPUs of "
             f"one {gpu.name} node; tensor parallelism across nodes is not modelled"
         )

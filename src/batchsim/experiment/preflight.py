@@ -1,0 +1,30 @@
+"""Every check `run` makes before it simulates, without simulating: `validate` runs it, so a
+file that `validate` passes does not fail in `run` before the first step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from batchsim.experiment.deployment import keyed_error, resolve_deployment
+from batchsim.experiment.deployment_size import arm_experiment
+from batchsim.experiment.disaggregation import resolve_pool
+from batchsim.experiment.policy_factory import effective_token_budget
+from batchsim.experiment.schema import ContinuousArm, DisaggregatedArm, Experiment
+
+
+def check_before_run(exp: Experiment, base_dir: Path) -> None:
+    """Resolve the deployment of the experiment and of every arm as `run` does (model, GPU,
+    engine, memory plan, layouts, token budgets); raise the error `run` would."""
+    deployment = resolve_deployment(exp, base_dir)
+    for index, arm in enumerate(exp.policies):
+        if isinstance(arm, DisaggregatedArm):
+            for role in ("prefill", "decode"):
+                resolve_pool(exp, arm, index, role, deployment.model, base_dir,
+                             deployment.engine)
+            continue
+        arm_exp = arm_experiment(exp, arm)
+        if arm_exp is not exp:
+            with keyed_error(f"policies.{index}.deployment", ValueError):
+                resolve_deployment(arm_exp, base_dir)
+        if isinstance(arm, ContinuousArm):
+            effective_token_budget(arm, deployment.max_model_len, index)
