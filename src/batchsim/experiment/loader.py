@@ -59,6 +59,11 @@ def _yaml_problem(err: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
+# Aliases let a short file stand for an exponentially large document (each alias repeats what
+# it names); an experiment needs few, if any.
+MAX_YAML_ALIASES = 100
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -69,9 +74,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot read file ({err})") from None
     try:
+        aliases = sum(isinstance(event, yaml.AliasEvent)
+                      for event in yaml.parse(text, Loader=_StrictLoader))
+        if aliases > MAX_YAML_ALIASES:
+            raise ConfigError(f"{path}: {aliases} YAML aliases (*name); at most "
+                              f"{MAX_YAML_ALIASES} are allowed, so that no file expands into "
+                              "an exponentially large document")
         data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: invalid YAML at {_yaml_problem(err)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read (lists or mappings inside each "
+                          "other hundreds of levels down)") from None
     if not isinstance(data, dict):
         got = "an empty file" if data is None else f"a {type(data).__name__}"
         raise ConfigError(f"{path}: the top level must be a mapping of keys (got {got})")
