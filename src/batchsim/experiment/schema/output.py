@@ -1,5 +1,9 @@
 """Where and how results are written."""
 
+from typing import Annotated
+
+from pydantic import Field
+
 from batchsim.experiment.schema.common import ConfigModel, Positive
 
 
@@ -9,5 +13,6 @@ class OutputConfig(ConfigModel):
     dir: str | None = None
     """Result folder (`~` is your home folder); null means `results/<name>`. Checked before
     anything is simulated: it must be a folder that can be written."""
-    timeseries_bin_s: Positive = 1.0
-    """Width in seconds of the bins of the time series (batch size, KV use, queue length)."""
+    timeseries_bin_s: Annotated[Positive, Field(ge=1e-3)] = 1.0
+    """Width in seconds of the bins of the time series (batch size, KV use, queue length); at
+    least 0.001 (one bin is kept per width of simulated time)."""

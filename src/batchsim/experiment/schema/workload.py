@@ -1,7 +1,7 @@
 """The request stream: arrivals with their lengths, or several tenants merged into one
 stream, and when generation stops."""
 
-from typing import Self
+from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
@@ -45,6 +45,10 @@ def _tenant_lengths_rule(tenant: TenantConfig, index: int) -> None:
             raise rule_error(f"tenants.{index}.{key}", "required key is missing")
 
 
+# Larger runs exhaust memory before they finish (each request is kept for the outputs).
+MAX_REQUESTS = 10_000_000
+
+
 class WorkloadConfig(ConfigModel):
     """The request stream shared by every arm. With `trace` arrivals the lengths come from the
     trace, so `prompt_tokens` and `output_tokens` must be absent, and `duration_s` /
@@ -64,9 +68,10 @@ class WorkloadConfig(ConfigModel):
     rows of a length corpus (not with `trace` arrivals)."""
     duration_s: Positive | None = None
     """Generate requests arriving within this many seconds."""
-    num_requests: AtLeastOne | None = None
+    num_requests: Annotated[AtLeastOne, Field(le=MAX_REQUESTS)] | None = None
     """Generate this many requests (with `tenants`: the first this many of the merged
-    stream)."""
+    stream); at most 10,000,000 (a simulated request keeps about 1 KB in memory until the run
+    ends, docs/performance.md)."""
     tenants: list[TenantConfig] | None = Field(default=None, min_length=1)
     """Several tenants, each with its own arrivals, lengths, priority and SLO, merged into one
     stream by arrival time (instead of `arrivals`, `prompt_tokens`, `output_tokens`). Requests

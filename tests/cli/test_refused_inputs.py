@@ -1,4 +1,4 @@
-"""YAML that would hang or crash the reader is refused in one line."""
+"""Input that would hang, crash or exhaust memory is refused up front, in one line."""
 
 from __future__ import annotations
 
@@ -38,3 +38,21 @@ def test_a_few_aliases_are_fine(tmp_path: Path) -> None:
     path = tmp_path / "ok.yaml"
     path.write_text(text, encoding="utf-8")
     assert CliRunner().invoke(app, ["validate", str(path)]).exit_code == 0
+
+
+def _workload_file(tmp_path: Path, workload: str, extra: str = "") -> str:
+    return ("name: e\nmodel: llama-3.1-8b\nhardware: h100-sxm\n"
+            f"workload: {{arrivals: {{kind: poisson, rate: 1}}, {workload},\n"
+            "  prompt_tokens: {kind: fixed, value: 8}, output_tokens: {kind: fixed, value: 4}}\n"
+            f"policies: [{{name: a, kind: continuous}}]\n{extra}")
+
+
+def test_a_request_count_beyond_memory_is_refused_up_front(tmp_path: Path) -> None:
+    output = _validate(tmp_path, _workload_file(tmp_path, "num_requests: 1000000000000"))
+    assert "workload.num_requests: expected a value <= 1e+07" in output
+
+
+def test_microsecond_time_series_bins_are_refused(tmp_path: Path) -> None:
+    output = _validate(tmp_path, _workload_file(tmp_path, "num_requests: 10",
+                                                "output: {timeseries_bin_s: 0.000001}\n"))
+    assert "output.timeseries_bin_s: expected a value >= 0.001" in output
