@@ -65,9 +65,6 @@ class ChunkedPrefill(IterationLevelQueues):
         # the next step in one pass (a request whose last prompt chunk is one token must not
         # pass for a decode: it has no first token yet).
         self._all_decoding = True
-        # Unmixed: this step's decodes evicted a cached block while a request waits (see
-        # `repeatable_steps`).
-        self._decodes_evicted = False
 
     def add_request(self, request: Request, now: float) -> bool:
         return self._enqueue(request, now)
@@ -93,12 +90,8 @@ class ChunkedPrefill(IterationLevelQueues):
         partial prompts (allocate-or-preempt), then admission unless that preempted. It takes
         nothing when it schedules nothing — an admission that fails changes no state — so a
         batch that was all decoding still is, and is planned in one pass. A decode step never
-        admits: its allocations only shrink the free KV the failed admission found too small,
-        which is also why a waiting request stays blocked through a fast-path stretch — unless
-        they evicted a cached block of its prefix, sparing it the free blocks that reviving it
-        would cost (`repeatable_steps`).
+        admits. Unmixed steps are never stretched (`repeatable_steps`).
         """
-        self._decodes_evicted = False
         budget = StepBudget(self.token_budget, self.max_num_seqs)
         self._schedule_running(plan, budget, phases=(False,))
         if self.waiting and not plan.preempted:
@@ -106,19 +99,20 @@ class ChunkedPrefill(IterationLevelQueues):
         if plan.requests:
             return  # the decodes resume once no prefill is left
         budget = StepBudget(self.token_budget, self.max_num_seqs)
-        cached = self.pool.num_cached
         if not (self._all_decoding
                 and schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead,
                                          stretch_ahead=self._stretch_ahead())):
             self._schedule_running(plan, budget, phases=(True,))
-        self._decodes_evicted = bool(self.waiting) and self.pool.num_cached < cached
 
     def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
-        """The shared answer, except after an unmixed decode step whose own blocks evicted a
-        cached one while a request waits: the next step's admission is the first to see that
-        eviction (a mixed step's admission came after its decodes), so it must be planned."""
-        steps = super().repeatable_steps(plan, horizon)
-        return 1 if self._decodes_evicted else steps
+        """The shared answer when mixing; unmixed, one step at a time. An unmixed step plans
+        prefill first, so a request that arrives exactly at a step's end decides that step, and
+        which of the two events comes first stepping one by one depends on the order SimPy
+        scheduled them; a stretch cannot reproduce it (a hypothesis example with two replicas
+        whose steps tie found the difference)."""
+        if not self.mixed_prefill:
+            return 1
+        return super().repeatable_steps(plan, horizon)
 
     def _chunk(self, request: Request, budget: StepBudget, cached_tokens: int = 0) -> int:
         """Tokens `request` may compute this step: the rest of its prompt (or its one pending
