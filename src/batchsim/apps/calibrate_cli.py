@@ -245,11 +245,14 @@ def engine_command(
     from batchsim.experiment.engine_profile import EngineProfileError
 
     try:
-        client = BenchmarkClient(requests_per_user, warmup_per_user)
-        starts = [float(v) for v in serial_starts.split(",") if v.strip()]
+        try:
+            client = BenchmarkClient(requests_per_user, warmup_per_user)
+            starts = [float(v) for v in serial_starts.split(",") if v.strip()]
+        except ValueError as err:
+            raise ReplayError(f"--warmup-per-user / --serial-starts: {err}") from None
         run_engine_fit_command(data, engine, backend, out, client, jobs=jobs,
                                serial_starts=starts)
-    except (EngineFitError, ReplayError, EngineProfileError, ValueError) as err:
+    except (EngineFitError, ReplayError, EngineProfileError) as err:
         Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(err))}",
                                                    highlight=False)
         raise typer.Exit(2) from None

@@ -99,11 +99,13 @@ class EngineProfileFile(ConfigModel):
 @dataclasses.dataclass(frozen=True, slots=True)
 class EngineProfile:
     """A loaded engine profile; `where` names the file it came from, `ref` is what loads it
-    again (a shipped name, `none`, or the file's absolute path)."""
+    again (a shipped name, `none`, or the file's absolute path), `text` the file as read ("" for
+    `none` and for profiles made in memory)."""
 
     spec: EngineProfileFile
     where: str
     ref: str
+    text: str = ""
 
     @property
     def name(self) -> str:
@@ -176,7 +178,7 @@ def parse_engine_profile(text: str, where: str, ref: str) -> EngineProfile:
     """Validate an engine profile document; errors name `where` and the key."""
     document = load_mapping(text, where, EngineProfileError, "engine profile keys")
     try:
-        return EngineProfile(EngineProfileFile.model_validate(document), where, ref)
+        return EngineProfile(EngineProfileFile.model_validate(document), where, ref, text)
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(part) for part in first["loc"]) or "(top level)"

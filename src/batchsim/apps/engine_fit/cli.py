@@ -14,6 +14,7 @@ from batchsim.apps.engine_fit.fit import fit_engine
 from batchsim.apps.engine_fit.record import fitted_profile, write_profile
 from batchsim.apps.replay.deployment import BenchmarkClient
 from batchsim.apps.replay.measured import MeasuredCase, ReplayError, Unreplayed, read_cases
+from batchsim.apps.replay.score import percent
 from batchsim.apps.replay.split import split_cases
 from batchsim.experiment.engine_profile import load_engine_profile
 
@@ -41,23 +42,11 @@ def run_engine_fit_command(data: Sequence[Path], engine: str, backend: str | Non
                          on_stage=lambda line: console.print(escape(line)),
                          serial_starts=serial_starts)
     profile = fitted_profile(base, fit, data, backend, client, unread)
-    base_text = None if base.where == "none" else _read(base.where, engine)
-    write_profile(profile, base_text, out.expanduser())
+    write_profile(profile, base.text, out.expanduser())
     console.print(_error_table(profile.spec.calibration or {}))
     for row in [*unread, *fit.unreplayed]:
         console.print(f"not simulated: {escape(row.source)}: {escape(row.reason)}")
     console.print(f"wrote {escape(str(out))}")
-
-
-def _read(where: str, engine: str) -> str | None:
-    path = Path(engine).expanduser()
-    if path.is_file():
-        return path.read_text(encoding="utf-8")
-    from importlib import resources
-
-    package, _, rest = where.partition("/")
-    entry = resources.files(package).joinpath(rest)
-    return entry.read_text(encoding="utf-8") if entry.is_file() else None
 
 
 def _error_table(calibration: dict[str, object]) -> Table:
@@ -72,11 +61,8 @@ def _error_table(calibration: dict[str, object]) -> Table:
         cells = [label, str(record["cases"])]
         for metric in ("ttft", "tpot"):
             figures = record[metric]
-            cells += [_percent(figures[name]) for name in
+            cells += [percent(figures[name]) for name in
                       ("median_abs_error", "p90_abs_error", "bias")]
         table.add_row(*cells)
     return table
 
-
-def _percent(value: object) -> str:
-    return "—" if not isinstance(value, float) else f"{value:+.0%}" if value < 0 else f"{value:.0%}"

@@ -27,7 +27,7 @@ from batchsim.experiment.engine_profile import EngineProfile, load_engine_profil
 PARAMETERS = ("frontend_latency_s", "frontend_serial_s", "step_overhead_s",
               "per_seq_overhead_s")
 # The scale of each cost: what a finite difference and the solver measure moves against.
-_STEPS = np.array([0.02, 2e-3, 5e-4, 2e-5])
+_SCALES = np.array([0.02, 2e-3, 5e-4, 2e-5])
 # Costs before the fit when the base profile has none: no front-end latency, the GPU
 # profiles' per-step priors.
 _START = np.array([0.0, 0.0, 2e-4, 2e-6])
@@ -37,7 +37,7 @@ _RELATIVE_STEP = 0.1
 MAX_ITERATIONS = 4
 SERIAL_STARTS = (0.01,)  # `--serial-starts` of the command
 _HALVINGS = 4
-_CONVERGED = 0.05  # stop when no cost moves by more than this share of its step
+_CONVERGED = 0.05  # stop when no cost moves by more than this share of its scale
 
 
 class EngineFitError(ValueError):
@@ -107,7 +107,7 @@ def _descend(simulate: _Simulator, cases: Sequence[MeasuredCase], measured: np.n
             break  # no step along the linear model improves the simulated error: done
         theta, latest, cost = theta + step, trial, trial_cost
         say(f"  iteration {iterations}: {_named(theta)} (squared log error {cost:.4g})")
-        if np.max(np.abs(step) / _STEPS) < _CONVERGED:
+        if np.max(np.abs(step) / _SCALES) < _CONVERGED:
             break
     return cost, theta, latest, iterations
 
@@ -129,7 +129,7 @@ def _starts(base: EngineProfile, serial_starts: Sequence[float]) -> list[np.ndar
 def _sensitivities(simulate: _Simulator, cases: Sequence[MeasuredCase], theta: np.ndarray,
                    ) -> np.ndarray:
     """d(mean TTFT, mean TPOT)/d(cost) per case, by central differences (one-sided at 0)."""
-    steps = np.maximum(_RELATIVE_STEP * theta, _STEPS / 10)
+    steps = np.maximum(_RELATIVE_STEP * theta, _SCALES / 10)
     jacobian = np.empty((len(cases), 2, len(PARAMETERS)))
     for j in range(len(PARAMETERS)):
         up = _means(_aligned(simulate(cases, theta + steps * np.eye(len(PARAMETERS))[j])
@@ -216,5 +216,5 @@ def _solve(predicted: np.ndarray, theta: np.ndarray, jacobian: np.ndarray,
         linear = predicted + np.einsum("nmp,p->nm", jacobian, x - theta)
         return np.log(np.maximum(linear, floor) / measured).ravel()
 
-    solution = least_squares(log_errors, theta, bounds=(0.0, np.inf), x_scale=_STEPS)
+    solution = least_squares(log_errors, theta, bounds=(0.0, np.inf), x_scale=_SCALES)
     return np.asarray(solution.x, dtype=float)

@@ -11,7 +11,7 @@ import numpy as np
 from batchsim.apps.engine_fit.fit import EngineFit, profile_yaml, with_costs
 from batchsim.apps.replay.deployment import BenchmarkClient
 from batchsim.apps.replay.measured import Unreplayed
-from batchsim.apps.replay.score import error_figures
+from batchsim.apps.replay.score import error_figures, percent
 from batchsim.apps.replay.simulate import ReplayedCase
 from batchsim.apps.replay.split import SPLIT_RULE
 from batchsim.experiment.engine_profile import EngineProfile
@@ -59,10 +59,10 @@ def fitted_profile(base: EngineProfile, fit: EngineFit, data: Sequence[Path], ba
     return EngineProfile(spec, base.where, base.ref)
 
 
-def write_profile(profile: EngineProfile, base_text: str | None, out: Path) -> None:
+def write_profile(profile: EngineProfile, base_text: str, out: Path) -> None:
     """The profile as YAML, under the base file's leading comments (what it is, its sources)."""
     header = []
-    for line in (base_text or "").splitlines():
+    for line in base_text.splitlines():
         if not line.startswith("#"):
             break
         if line != WRITTEN_BY:
@@ -91,17 +91,13 @@ def fidelity_table(profiles: Sequence[EngineProfile]) -> str:
             f"| {_ms(costs.frontend_latency_s)}, {_ms(costs.frontend_serial_s)} "
             f"| {_ms(costs.step_overhead_s)}, {_us(costs.per_seq_overhead_s)} "
             f"| {_triple(held['ttft'])} | {_triple(held['tpot'])} "
-            f"| {_pct(fitted['ttft']['median_abs_error'])} "
-            f"| {_pct(fitted['tpot']['median_abs_error'])} |")
+            f"| {percent(fitted['ttft']['median_abs_error'])} "
+            f"| {percent(fitted['tpot']['median_abs_error'])} |")
     return "\n".join(lines) + "\n"
 
 
 def _triple(figures: dict[str, float]) -> str:
-    return " / ".join(_pct(figures[k]) for k in ("median_abs_error", "p90_abs_error", "bias"))
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.0%}" if value < 0 else f"{value:.0%}"
+    return " / ".join(percent(figures[k]) for k in ("median_abs_error", "p90_abs_error", "bias"))
 
 
 def _ms(value: float | None) -> str:

@@ -106,11 +106,12 @@ def summary_cells(row: Mapping[Hashable, object]) -> list[str]:
     """One summary row as the text both the console table and the report show, in the order
     of `SUMMARY_HEADERS`."""
     cells = [str(row[key]) for key in GROUP] + [f"{row['simulated']}/{row['rows']}"]
-    return cells + [_percent(row[f"{metric}_{figure}"]) for metric in METRICS
+    return cells + [percent(row[f"{metric}_{figure}"]) for metric in METRICS
                     for figure in _FIGURES]
 
 
-def _percent(value: object) -> str:
+def percent(value: object) -> str:
+    """An error as the tables show it: a whole percent, signed when negative; — when absent."""
     if not isinstance(value, float) or value != value:
         return "—"
     return f"{value:+.0%}" if value < 0 else f"{value:.0%}"

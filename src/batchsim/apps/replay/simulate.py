@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from batchsim.apps.api import (
@@ -49,7 +50,7 @@ class EngineChoice:
         if ref not in self._loaded:
             try:
                 self._loaded[ref] = load_engine_profile(ref)
-            except ValueError:
+            except EngineProfileError:
                 if ref != case.engine:  # a profile the user named must load
                     raise
                 self._loaded[ref] = load_engine_profile("none")
@@ -64,15 +65,13 @@ def replay_cases(cases: Sequence[MeasuredCase], client: BenchmarkClient,
     processes at once (the results do not depend on it: each case is its own simulation)."""
     work = [(case, client, engine_for(case)) for case in cases]
     outcomes: list[ReplayedCase | str] = []
-    if jobs > 1 and len(work) > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for outcome in pool.map(_replay_packed, work, chunksize=2):
-                outcomes.append(outcome)
-                if on_case is not None:
-                    on_case(len(outcomes))
-    else:
-        for item in work:
-            outcomes.append(_replay_packed(item))
+    with ExitStack() as stack:
+        mapped: Iterable[ReplayedCase | str] = map(_replay_packed, work)
+        if jobs > 1 and len(work) > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=jobs))
+            mapped = pool.map(_replay_packed, work, chunksize=2)
+        for outcome in mapped:
+            outcomes.append(outcome)
             if on_case is not None:
                 on_case(len(outcomes))
     replayed: list[ReplayedCase] = []
