@@ -12,12 +12,13 @@ from batchsim.calibration.tables import FamilyTable
 from batchsim.gpu.calibration_record import MeasurementSource
 from batchsim.gpu.hardware import GpuProfile
 
+_GEMM_GRID = {
+    "m": [1, 4, 16, 64, 128, 256, 512, 1024, 4096, 8192],
+    "n": [64, 512, 2048, 4096, 14336],
+    "k": [64, 512, 1024, 2048, 4096, 8192, 16384],
+}
 _GRIDS = {
-    "gemm": {
-        "m": [1, 4, 16, 64, 128, 256, 512, 1024, 4096, 8192],
-        "n": [64, 512, 2048, 4096, 14336],
-        "k": [64, 512, 1024, 2048, 4096, 8192, 16384],
-    },
+    "gemm": _GEMM_GRID,
     "decode_attention": {
         "batch_size": [1, 2, 4, 16, 64, 256, 1024],
         "isl": [1],
@@ -38,14 +39,21 @@ _GRIDS = {
         "num_gpus": [2, 4, 8],
         "message_size": [2**p for p in range(8, 30, 2)],
     },
+    "gemm_fp8": _GEMM_GRID,
 }
+_BF16_FAMILIES = ("gemm", "decode_attention", "prefill_attention", "allreduce")
 
 
-def synthetic_tables(gpu: GpuProfile, noise: float, seed: int) -> dict[str, FamilyTable]:
-    """Every family's grid, timed by `gpu`'s own efficiencies times lognormal(0, noise)."""
+def synthetic_tables(
+    gpu: GpuProfile, noise: float, seed: int, families: tuple[str, ...] = _BF16_FAMILIES
+) -> dict[str, FamilyTable]:
+    """`families`' grids (by default the bf16 ones), timed by `gpu`'s own efficiencies times
+    lognormal(0, noise)."""
     rng = np.random.default_rng(seed)
     tables = {}
     for family, grid in _GRIDS.items():
+        if family not in families:
+            continue
         rows = pd.DataFrame(list(itertools.product(*grid.values())), columns=list(grid))
         if "heads" in rows:
             rows[["num_heads", "num_key_value_heads"]] = rows.pop("heads").tolist()

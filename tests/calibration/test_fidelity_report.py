@@ -34,7 +34,8 @@ def test_report_lists_every_calibrated_family_and_the_spec_only_profiles() -> No
     text = _DOC.read_text(encoding="utf-8")
     for name in list_gpu_profiles():
         assert name in text
-    assert text.count("| h100-sxm |") == 4
+    assert text.count("| h100-sxm |") == 5  # bf16: four families; and fp8 GEMMs
+    assert "| h200-sxm | GEMM, fp8 weights |" in text and "| b200 | GEMM, fp8 weights |" in text
 
 
 def test_targets_apply_to_gemm_and_decode_on_the_three_datacentre_gpus() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from batchsim.calibration.fit import fit_profile
 from batchsim.calibration.parameters import FAMILY_PARAMETERS
-from batchsim.gpu.hardware import SM_TERMS, GpuProfile, load_gpu_profile
+from batchsim.gpu.hardware import GEMM_KEYS, SM_TERMS, GpuProfile, load_gpu_profile
 from tests.calibration.synthetic import synthetic_tables
 
 # A truth unlike every starting point of the fit, with every term switched on.
@@ -90,3 +90,29 @@ def test_without_an_sm_count_the_wave_and_occupancy_terms_stay_off() -> None:
     # Still told apart: a split MHA decode would run a combine kernel.
     assert result.gpu.efficiency.decode_mha_split_kv is False
     assert result.families["gemm"].heldout.p90_ape < 0.01
+
+
+# fp8 GEMMs unlike the bf16 truth in every key, with an activation-quantisation kernel.
+_FP8_TRUTH = {
+    "gemm_peak_efficiency": 0.66, "gemm_ramp_tokens": 9.0, "memory_efficiency": 0.69,
+    "kernel_launch_s": 3.9e-6, "gemm_overlap_power": 1.7, "gemm_k_step_s": 1.1e-9,
+    "gemm_k_split": 3000.0, "gemm_ramp_k": 60.0, "gemm_wave_exponent": 0.6,
+    "gemm_quant_token_s": 7e-9,
+}
+
+
+def test_fp8_gemms_get_keys_of_their_own_and_leave_the_bf16_ones_alone() -> None:
+    bf16_only = _truth_gpu()
+    truth = dataclasses.replace(
+        bf16_only, efficiency=bf16_only.efficiency.with_gemm_for("fp8", _FP8_TRUTH))
+    tables = synthetic_tables(truth, noise=0.0, seed=5, families=("gemm_fp8",))
+    result = fit_profile(bf16_only, tables, seed=0)
+    fitted = result.gpu.efficiency
+    assert set(fitted.gemm_by_weights) == {"fp8"}
+    for key, value in _FP8_TRUTH.items():
+        assert fitted.gemm_by_weights["fp8"][key] == pytest.approx(value, rel=0.02), key
+    for key in GEMM_KEYS:  # the bf16 GEMMs' keys are the spec's, untouched
+        assert getattr(fitted, key) == getattr(bf16_only.efficiency, key), key
+    assert result.families["gemm_fp8"].heldout.p90_ape < 0.01
+    assert result.gpu.calibration is not None
+    assert result.gpu.calibration.sources[0].family == "gemm_fp8"

@@ -73,6 +73,11 @@ def test_wave_and_occupancy_terms_need_the_sm_count(tmp_path: Path) -> None:
         _load(tmp_path, document)
     for key in ("gemm_wave_exponent", "decode_unsplit_fill", "decode_split_fill"):
         document["efficiency"][key] = 0.0
+    # The fp8 GEMMs' own wave term needs it as well.
+    expected = r"'efficiency\.gemm_by_weights\.fp8\.gemm_wave_exponent' needs"
+    with pytest.raises(HardwareError, match=expected):
+        _load(tmp_path, document)
+    document["efficiency"]["gemm_by_weights"]["fp8"]["gemm_wave_exponent"] = 0.0
     _load(tmp_path, document)  # with those terms off, the SM count is not needed
 
 
@@ -80,6 +85,37 @@ def test_sm_count_is_a_whole_positive_number(tmp_path: Path) -> None:
     document = _document()
     document["sm_count"] = 131.5
     with pytest.raises(HardwareError, match=r"key 'sm_count' must be a whole number of SMs"):
+        _load(tmp_path, document)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda block: block.update(bf16=block["fp8"]),
+         r"unknown key 'efficiency\.gemm_by_weights\.bf16'"),  # bf16 is the top level's
+        (lambda block: block["fp8"].pop("gemm_quant_token_s"),
+         r"missing required key 'efficiency\.gemm_by_weights\.fp8\.gemm_quant_token_s'"),
+        (lambda block: block["fp8"].update(gemm_peak_efficiency=1.5),
+         r"'efficiency\.gemm_by_weights\.fp8\.gemm_peak_efficiency' must be a fraction"),
+        (lambda block: block["fp8"].update(gemm_overlap_power=0.5),
+         r"'efficiency\.gemm_by_weights\.fp8\.gemm_overlap_power' must be a power"),
+        (lambda block: block["fp8"].update(kv_read_efficiency=0.5),
+         r"unknown key 'efficiency\.gemm_by_weights\.fp8\.kv_read_efficiency'"),
+    ],
+)
+def test_a_weight_dtypes_own_gemm_keys_are_checked_like_the_top_level_ones(
+    tmp_path: Path, edit: Any, message: str
+) -> None:
+    document = _document()
+    edit(document["efficiency"]["gemm_by_weights"])
+    with pytest.raises(HardwareError, match=r"fitted\.yaml: .*" + message):
+        _load(tmp_path, document)
+
+
+def test_quantisation_keys_belong_to_a_weight_dtypes_block(tmp_path: Path) -> None:
+    document = _document()
+    document["efficiency"]["gemm_quant_token_s"] = 1e-9  # it would tax every bf16 GEMM
+    with pytest.raises(HardwareError, match=r"unknown key 'efficiency\.gemm_quant_token_s'"):
         _load(tmp_path, document)
 
 

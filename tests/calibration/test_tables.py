@@ -18,7 +18,7 @@ from batchsim.gpu.hardware import load_gpu_profile
 _SAMPLES = Path(str(files("batchsim.hardware_profiles"))) / "measurements"
 
 
-@pytest.mark.parametrize("gpu", ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s"])
+@pytest.mark.parametrize("gpu", ["a100-sxm-80gb", "b200", "h100-sxm", "h200-sxm", "l40s"])
 def test_shipped_samples_are_scored_like_the_recorded_error(gpu: str) -> None:
     """The samples are held-out rows: their error is close to the profile's recorded error."""
     profile = load_gpu_profile(gpu)
@@ -53,6 +53,30 @@ def test_a_table_missing_a_column_names_file_and_column(tmp_path: Path) -> None:
         load_measurements(tmp_path)
 
 
+def test_gemm_tables_are_told_apart_by_their_weights(tmp_path: Path) -> None:
+    rows = "gemm_dtype,m,n,k,latency\nbfloat16,1,2,3,0.1\nfp8,1,2,3,0.2\nfp8_block,1,2,3,0.3\n"
+    for dtype in ("bf16", "fp8", "fp8_block"):
+        (tmp_path / f"x_gemm_perf_{dtype}.csv").write_text(rows, encoding="utf-8")
+    tables = load_measurements(tmp_path)
+    # Block-scaled fp8 is not fitted (docs/fidelity.md): its table is passed over.
+    assert set(tables) == {"gemm", "gemm_fp8"}
+    assert tables["gemm"].rows["latency"].tolist() == [0.1]
+    assert tables["gemm_fp8"].rows["latency"].tolist() == [0.2]
+    assert tables["gemm_fp8"].source.filter == "gemm_dtype == fp8"
+
+
+def test_a_folders_provenance_names_where_each_table_came_from(tmp_path: Path) -> None:
+    (tmp_path / "gemm_perf_bf16.csv").write_text("m,n,k,latency\n1,2,3,0.1\n", encoding="utf-8")
+    (tmp_path / "provenance.yaml").write_text(
+        "gemm_perf_bf16.csv: 'some-package 1.0: data/gemm.parquet; rows with x == 1'\n",
+        encoding="utf-8")
+    assert load_measurements(tmp_path)["gemm"].source.origin == (
+        "some-package 1.0: data/gemm.parquet; rows with x == 1")
+    (tmp_path / "provenance.yaml").write_text("- a list\n", encoding="utf-8")
+    with pytest.raises(MeasurementError, match=r"provenance\.yaml: expected a mapping"):
+        load_measurements(tmp_path)
+
+
 def test_two_tables_of_one_family_need_a_prefix(tmp_path: Path) -> None:
     for name in ("a_gemm_perf.csv", "b_gemm_perf.csv"):
         (tmp_path / name).write_text("m,n,k,latency\n1,2,3,0.1\n", encoding="utf-8")
@@ -71,7 +95,7 @@ def test_batchsim_imports_and_lists_profiles_without_torch() -> None:
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
     ).stdout
     assert "h100-sxm" in output and "calibrated; held-out median/p90 error: gemm" in output
-    assert "b200" in output and "uncalibrated" in output
+    assert "mi300x" in output and "uncalibrated" in output
 
 
 def test_nccl_message_size_counts_elements_of_its_dtype() -> None:

@@ -184,6 +184,59 @@ def test_fp8_weights_lower_decode_time() -> None:
         assert fp8.seconds < bf16.seconds
 
 
+def _layer_gemms_s(cost_model: RooflineCostModel, tokens: float, weight_dtype: str) -> float:
+    """Llama-3.1-8B's four layer GEMMs at `tokens` tokens, times its layers, by hand."""
+    gpu, model = cost_model.gpu, cost_model.model
+    shapes = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
+    return model.num_layers * sum(
+        float(gemm_seconds(tokens, n, k, peak_flops=gpu.peak_flops.for_weights(weight_dtype),
+                           memory_bw=gpu.memory_bandwidth_bytes_per_s,
+                           weight_bytes=bytes_per_element(weight_dtype),
+                           sm_count=gpu.parallel_units,
+                           eff=gpu.efficiency.for_weights(weight_dtype)))
+        for n, k in shapes)
+
+
+def test_fp8_layer_gemms_run_at_the_fp8_tables_own_keys() -> None:
+    cost_model = _cost_model(gpu="h200-sxm", weight_dtype="fp8")
+    fp8 = cost_model.gpu.efficiency.gemm_by_weights["fp8"]
+    assert fp8["gemm_peak_efficiency"] != cost_model.gpu.efficiency.gemm_peak_efficiency
+    lm_head = _cost_model(gpu="h200-sxm", weight_dtype="bf16")._lm_head_gemm.cost(1.0)[0]
+    step = _prefill(cost_model, 2048)
+    assert step.linear_s == pytest.approx(_layer_gemms_s(cost_model, 2048.0, "fp8") + lm_head,
+                                          rel=1e-12)
+
+
+def test_an_fp8_block_leaves_bf16_steps_bit_for_bit_alone() -> None:
+    import dataclasses
+
+    gpu = load_gpu_profile("h200-sxm")
+    plain = dataclasses.replace(gpu, efficiency=dataclasses.replace(
+        gpu.efficiency, gemm_by_weights={}))
+    model = load_model("llama-3.1-8b")
+    new, ctx = np.array([1, 1, 700], dtype=np.int64), np.array([300, 5000, 0], dtype=np.int64)
+    with_block, without = (
+        RooflineCostModel(model, g, tensor_parallel=1, weight_dtype="bf16", kv_dtype="bf16")
+        .step_time(new, ctx, 3) for g in (gpu, plain))
+    assert with_block == without
+    fp8, fp8_plain = (
+        RooflineCostModel(model, g, tensor_parallel=1, weight_dtype="fp8", kv_dtype="bf16")
+        .step_time(new, ctx, 3) for g in (gpu, plain))
+    assert fp8.linear_s != fp8_plain.linear_s  # without the block fp8 borrows the bf16 keys
+
+
+def test_the_activation_quantisation_kernel_costs_per_token() -> None:
+    eff = load_gpu_profile("h200-sxm").efficiency.for_weights("fp8")
+    assert eff.gemm_quant_token_s > 0
+
+    def small_gemm_s(tokens: float) -> float:  # narrow rows: the per-token cost dominates
+        return float(gemm_seconds(tokens, 64.0, 64.0, peak_flops=1.978e15, memory_bw=4.8e12,
+                                  weight_bytes=1.0, sm_count=132.0, eff=eff))
+
+    added = small_gemm_s(16384.0) - small_gemm_s(8192.0)
+    assert added == pytest.approx(8192 * eff.gemm_quant_token_s, rel=0.2)
+
+
 def test_breakdown_sums_to_the_total() -> None:
     cost_model = _cost_model("llama-3.1-70b", tensor_parallel=4)
     new = np.array([1, 1, 1, 300], dtype=np.int64)

@@ -45,9 +45,12 @@ def _group(gpu: GpuProfile, first: int = 0, replicas: int = 1, gpus: int = 2,
 
 def test_ridge_is_the_roofline_ridge_point_in_tokens() -> None:
     assert ridge_tokens(_simple_gpu(), "bf16") == pytest.approx(100.0)
-    # fp8 weights: half the bytes per weight, at the fp8 peak.
+    # fp8 weights: half the bytes per weight, at the fp8 peak and fp8's own fitted GEMM
+    # efficiency (it differs from bf16's: the profile gives fp8 keys of its own).
     h100 = load_gpu_profile("h100-sxm")
-    eff = h100.efficiency.gemm_peak_efficiency / h100.efficiency.memory_efficiency
+    fp8 = h100.efficiency.for_weights("fp8")
+    assert fp8.gemm_peak_efficiency != h100.efficiency.gemm_peak_efficiency
+    eff = fp8.gemm_peak_efficiency / fp8.memory_efficiency
     assert ridge_tokens(h100, "fp8") == pytest.approx(
         1.0 * 1978e12 * eff / (2 * 3.35e12))
 

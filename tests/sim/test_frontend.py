@@ -29,6 +29,16 @@ def test_requests_sent_together_reach_the_scheduler_one_after_another() -> None:
     assert frontend.reaches_scheduler(1.0) == pytest.approx(1.06)
 
 
+def test_each_replica_has_its_own_api_server() -> None:
+    """Replicas behind a router each tokenise their own requests: with two servers, two of
+    four requests sent together are through the serial part at once."""
+    frontend = Frontend(latency_s=0.05, serial_s=0.01, servers=2)
+    reached = [frontend.reaches_scheduler(0.0) for _ in range(4)]
+    assert reached == pytest.approx([0.06, 0.06, 0.07, 0.07])
+    with pytest.raises(ValueError, match="at least one server"):
+        Frontend(serial_s=0.01, servers=0)
+
+
 def test_negative_costs_are_refused() -> None:
     with pytest.raises(ValueError, match="front-end costs must be >= 0"):
         Frontend(latency_s=-1.0)

@@ -11,8 +11,9 @@ import yaml
 
 from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 
-_CALIBRATED = ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "l40s"]
-_SPEC_ONLY = ["b200", "mi300x"]
+_CALIBRATED = ["a100-sxm-80gb", "b200", "h100-sxm", "h200-sxm", "l40s"]
+_SPEC_ONLY = ["mi300x"]
+_WITH_FP8_GEMMS = ("b200", "h100-sxm", "h200-sxm")  # fp8 GEMM tables fitted too
 _OWN_MEASUREMENTS = "h200-sxm-measured"  # fitted to our own single-GPU H200 timings
 _SHIPPED = sorted([*_CALIBRATED, *_SPEC_ONLY, _OWN_MEASUREMENTS])
 
@@ -62,9 +63,11 @@ def test_calibrated_profiles_record_their_data_and_held_out_error(name: str) -> 
     assert gpu.name == name
     assert gpu.efficiency.calibrated is True
     assert gpu.calibration is not None
+    fp8 = {"gemm_fp8"} if name in _WITH_FP8_GEMMS else set()
     assert set(gpu.calibration.heldout_error) == {
-        "gemm", "decode_attention", "prefill_attention", "allreduce"
+        "gemm", "decode_attention", "prefill_attention", "allreduce", *fp8
     }
+    assert set(gpu.efficiency.gemm_by_weights) == ({"fp8"} if fp8 else set())
     assert all(source.rows > 0 for source in gpu.calibration.sources)
     assert set(gpu.calibration.not_fitted) == {"step_overhead_s", "per_seq_overhead_s"}
     assert 0 < gpu.efficiency.memory_efficiency <= 1
@@ -169,6 +172,4 @@ def test_missing_file_is_a_hardware_error(tmp_path: Path) -> None:
 def test_sm_counts_from_the_spec_sheets() -> None:
     counts = {name: load_gpu_profile(name).sm_count for name in _SHIPPED}
     assert counts == {"a100-sxm-80gb": 108, "h100-sxm": 132, "h200-sxm": 132, "l40s": 142,
-                      "mi300x": 304, "b200": None, "h200-sxm-measured": 132}
-    b200 = load_gpu_profile("b200").efficiency  # no SM count: the SM terms are off
-    assert b200.gemm_wave_exponent == b200.decode_unsplit_fill == b200.decode_split_fill == 0
+                      "mi300x": 304, "b200": 148, "h200-sxm-measured": 132}

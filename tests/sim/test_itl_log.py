@@ -95,3 +95,31 @@ def test_the_summarys_gap_statistics_are_the_weighted_distributions_bit_for_bit(
     mask = np.array(counted)
     expected = weighted_distribution(*record.itl.values_and_weights(mask))
     assert _itl_distribution(record, mask) == expected  # exact: same floats, same None
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs=st.lists(st.tuples(_ids, _gaps), max_size=6),
+       singles=st.lists(st.tuples(st.integers(0, 9), st.floats(0.001, 1.0)), max_size=8),
+       order=st.randoms(use_true_random=False))
+def test_each_requests_gaps_are_the_ones_it_saw(runs, singles, order):
+    """Per request: the multiset of its gaps, lone ones in the order they came."""
+    log = ITLLog()
+    seen: dict[int, list[float]] = {i: [] for i in range(10)}
+    lone: dict[int, list[float]] = {i: [] for i in range(10)}
+    entries = [("run", r) for r in runs] + [("single", s) for s in singles]
+    order.shuffle(entries)
+    for kind, entry in entries:
+        if kind == "run":
+            ids, gaps = entry
+            log.add_run(np.array(ids), np.array(gaps))
+            for i in ids:
+                seen[i] += gaps
+        else:
+            request_id, gap = entry
+            log.add_singles(np.array([request_id]), np.array([gap]))
+            seen[request_id].append(gap)
+            lone[request_id].append(gap)
+    by_request = log.gaps_by_request(10)
+    for request_id in range(10):
+        assert sorted(by_request[request_id]) == sorted(seen[request_id])
+        assert by_request[request_id][:len(lone[request_id])] == lone[request_id]

@@ -175,7 +175,8 @@ def test_a_prefill_chunk_re_expands_the_cached_latents() -> None:
     expansion = gemm_seconds(float(context), 16.0 * 256, 512.0,
                              peak_flops=_H200.peak_flops.fp8 or 0.0,
                              memory_bw=_H200.memory_bandwidth_bytes_per_s, weight_bytes=1.0,
-                             sm_count=_H200.parallel_units, eff=_H200.efficiency)
+                             sm_count=_H200.parallel_units,
+                             eff=_H200.efficiency.for_weights("fp8"))
     assert stack.mla_context_expansion_s(context) == pytest.approx(expansion, rel=1e-12)
     fresh = cost.step_time(np.array([2048]), np.array([0]), 1).attention_s
     chunk = cost.step_time(np.array([2048]), np.array([context]), 1).attention_s

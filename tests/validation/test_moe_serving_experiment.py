@@ -60,14 +60,14 @@ def test_tensor_parallel_arms_run_out_of_kv_and_dp_attention_does_not(
     assert _arm(result, "dp-attention-ep8")["preemptions"] == 0
     tpot = {name: _arm(result, name)["tpot_s"]["p50"]  # type: ignore[index]
             for name in ARMS}
-    assert tpot["dp-attention-ep8"] < 0.6 * tpot["tp8"]
+    assert tpot["dp-attention-ep8"] < 0.65 * tpot["tp8"]
     assert tpot["tp8-ep8"] < tpot["tp8"]
-    # The TP arms queue past the 5 s TTFT target while decode stays inside its 100 ms budget;
+    # The TP arms queue past the 5 s TTFT target and their decode p99 past its 100 ms budget;
     # data-parallel attention meets both.
     for name in ("tp8", "tp8-ep8"):
         metrics = _arm(result, name)
         assert metrics["ttft_s"]["p99"] > 5.0  # type: ignore[index]
-        assert metrics["tpot_s"]["p99"] < 0.1  # type: ignore[index]
+        assert metrics["tpot_s"]["p99"] > 0.1  # type: ignore[index]
         assert metrics["slo_attainment"] < 0.6  # type: ignore[operator]
     assert _arm(result, "dp-attention-ep8")["slo_attainment"] == 1.0
 

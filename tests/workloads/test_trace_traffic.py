@@ -172,6 +172,36 @@ def test_closed_loop_corpus_lengths_are_paired_too() -> None:
     assert set(drawn) <= _corpus_pairs()
 
 
+def _corpus_rows() -> list[tuple[int, int]]:
+    corpus = load_length_corpus(resolve_trace_path("sharegpt-lengths", Path(".")),
+                                "num_prefill_tokens", "num_decode_tokens")
+    return list(zip(corpus.prompt.values.tolist(), corpus.output.values.tolist(), strict=True))
+
+
+def test_corpus_rows_in_order_are_taken_row_by_row_open_and_closed() -> None:
+    rows = _corpus_rows()
+    in_order = {**CORPUS, "order": "in_order"}
+    traffic = _open(_build(arrivals={"kind": "poisson", "rate": 5}, lengths=in_order,
+                           num_requests=300))
+    assert list(zip(traffic.prompt_tokens.tolist(), traffic.output_tokens.tolist(),
+                    strict=True)) == rows[:300]
+    closed = _build(arrivals={"kind": "closed_loop", "concurrency": 4}, lengths=in_order,
+                    num_requests=50).traffic
+    assert isinstance(closed, ClosedLoopTraffic)
+    # Past the last row (and across the sampler's chunks) the rows start again; every call
+    # (one per arm) starts from the first row.
+    for _ in range(2):
+        drawn = list(itertools.islice(closed.lengths(), len(rows) + 10))
+        assert drawn == rows + rows[:10]
+
+
+def test_in_order_corpus_rows_are_refused_for_sessions() -> None:
+    problem = _problem({"arrivals": {"kind": "sessions", "num_sessions": 3, "session_rate": 1,
+                                     "turns": {"kind": "fixed", "value": 2}},
+                        "lengths": {**CORPUS, "order": "in_order"}, "num_requests": 5})
+    assert "workload.lengths.order: in_order is not available with sessions" in problem
+
+
 @pytest.mark.parametrize("arrivals", [
     {"kind": "weibull", "rate": 4, "cv": 2.5},
     {"kind": "rate_curve", "points": [[0, 2], [30, 8], [60, 1]]},

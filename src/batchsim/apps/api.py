@@ -64,21 +64,23 @@ def load_experiment(source: Source, overrides: Sequence[str] = ()) -> Experiment
 def run(source: Source, overrides: Sequence[str] = (), *,
         base_dir: str | os.PathLike[str] | None = None,
         on_arm_done: Callable[[ArmResult], None] | None = None,
-        on_progress: Callable[[str, float], None] | None = None) -> Results:
+        on_progress: Callable[[str, float], None] | None = None,
+        keep_token_gaps: bool = False) -> Results:
     """Simulate every policy arm of ``source`` on the same traffic, as `batchsim run` does.
 
     Relative paths in the experiment (traces, corpora, model or profile files) are read from
     ``base_dir``: by default the YAML file's folder for a path, else the current directory.
     ``on_arm_done(arm)`` is called as each arm finishes, ``on_progress(arm_name, simulated_s)``
-    now and then while one runs. A sweep (``sweep:`` or ``replications > 1``) is refused:
-    `batchsim sweep` runs those.
+    now and then while one runs; ``keep_token_gaps`` keeps each arm's inter-token gaps
+    (``ArmResult.token_gaps``, memory that grows with the steps simulated). A sweep
+    (``sweep:`` or ``replications > 1``) is refused: `batchsim sweep` runs those.
     """
     experiment, folder = _resolve(source, overrides, base_dir)
     if experiment.sweep is not None or experiment.replications > 1:
         raise ConfigError(f"{experiment.name}: has a sweep or replications > 1; run it with "
                           "`batchsim sweep` (the Python API runs one point)")
     return Results(run_experiment(experiment, folder, on_arm_done=on_arm_done,
-                                  on_progress=on_progress))
+                                  on_progress=on_progress, keep_token_gaps=keep_token_gaps))
 
 
 def _resolve(source: Source, overrides: Sequence[str],

@@ -15,6 +15,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from batchsim.calibration.end_to_end_report import (
+    DEV_DATA_PATH,
+    REPLAY_TABLE,
+    ReplayTableError,
+    write_replay_table,
+)
 from batchsim.calibration.fit import FitError, FitResult, fit_profile
 from batchsim.calibration.measure.forward import quick_model
 from batchsim.calibration.measure.kernel_breakdown import (
@@ -38,7 +44,8 @@ calibrate_app = typer.Typer(
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-_ERRORS = (MeasureError, MeasurementError, FitError, HardwareError, ModelError)
+_ERRORS = (MeasureError, MeasurementError, FitError, HardwareError, ModelError,
+           ReplayTableError)
 # The held-out samples and our own measurements ship with the package (its measurements/).
 DEFAULT_SAMPLES = Path(str(files("batchsim.hardware_profiles").joinpath("measurements")))
 
@@ -183,9 +190,20 @@ def report_command(
         Path, typer.Option(help="Held-out samples, one folder per GPU profile.")
     ] = DEFAULT_SAMPLES,
     plots: Annotated[bool, typer.Option(help="Draw the predicted-vs-measured PNGs.")] = True,
+    replay: Annotated[Path | None, typer.Option(
+        help="A `batchsim replay` output folder of the development data "
+             f"({DEV_DATA_PATH}, shipped engine profiles, default client): rewrite the "
+             "end-to-end table from it first. Without it the section is rendered from the "
+             "shipped table.")] = None,
 ) -> None:
     """Render the fidelity report of the shipped profiles (and their plots under images/)."""
     with _one_line_errors():
+        if replay is not None:
+            # The replay package loads the simulator's API: only when a table is derived.
+            from batchsim.apps.replay.fidelity_doc import replay_table
+
+            write_replay_table(replay_table(replay), REPLAY_TABLE)
+            typer.echo(f"wrote {REPLAY_TABLE}")
         profiles = [load_gpu_profile(name) for name in list_gpu_profiles()]
         image_dir = out.parent / "images"
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -25,10 +25,17 @@ from batchsim.experiment.engine_profile import (
     load_engine_profile,
 )
 from batchsim.experiment.loader import ConfigError, dump_resolved, load_experiment
-from batchsim.experiment.output_folder import OutputFolderError, output_folder
+from batchsim.experiment.output_folder import (
+    OutputFolderError,
+    hold_folder,
+    output_folder,
+    write_errors,
+)
+from batchsim.experiment.outputs import write_results
 from batchsim.experiment.policy_factory import ArmError
 from batchsim.experiment.preflight import check_before_run
 from batchsim.experiment.runner import ArmResult
+from batchsim.experiment.schema import Experiment
 from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 from batchsim.gpu.memory import ModelDoesNotFitError
 from batchsim.gpu.model_spec import ModelError, library_model_names, load_model
@@ -100,30 +107,43 @@ def run(
         return
     with _user_errors(file):
         out_dir = output_folder(out, exp)  # checked before simulating, not after
-        console.print(f"running {exp.name} ({len(exp.policies)} arms)")
-        with console.status("starting") as status:
-
-            def arm_done(arm: ArmResult) -> None:
-                console.print(f"  {arm.name}: simulated in {arm.wall_s:.1f} s wall",
-                              highlight=False)
-
-            def progress(arm_name: str, now: float) -> None:
-                status.update(f"{arm_name}: simulated {now:,.0f} s")
-
-            results = api.run(exp, base_dir=base_dir, on_arm_done=arm_done,
-                              on_progress=progress)
-    print_summary(results.result, console)
-    for path in results.write(out_dir, report=False):
+        # validate's checks, before "running" is printed: a deployment or a trace that cannot
+        # be used fails here in one line (they cost milliseconds, and run repeats them).
+        check_before_run(exp, base_dir)
+        with hold_folder(out_dir):  # a second run into it is refused now, not after simulating
+            results = _simulate(exp, base_dir, console)
+            print_summary(results.result, console)
+            # The report is drawn in the staging folder, so it arrives with the results.
+            written = write_results(results.result, out_dir, finish=_draw_report)
+    for path in written:
         console.print(f"wrote {path}", highlight=False)
-    _write_report(out_dir, console)  # not in write(): its errors and message are the CLI's
+    _print_report_written(out_dir, console)
 
 
-def _write_report(results_dir: Path, console: Console) -> None:
-    from batchsim.apps.report.build import PLOTS_DIR, write_report  # matplotlib only when drawing
+def _simulate(exp: Experiment, base_dir: Path, console: Console) -> api.Results:
+    console.print(f"running {exp.name} ({len(exp.policies)} arms)")
+    with console.status("starting") as status:
 
-    with _user_errors(results_dir):
-        path = write_report(results_dir)
-    console.print(f"wrote {path} (and its PNGs in {results_dir / PLOTS_DIR})", highlight=False)
+        def arm_done(arm: ArmResult) -> None:
+            console.print(f"  {arm.name}: simulated in {arm.wall_s:.1f} s wall", highlight=False)
+
+        def progress(arm_name: str, now: float) -> None:
+            status.update(f"{arm_name}: simulated {now:,.0f} s")
+
+        return api.run(exp, base_dir=base_dir, on_arm_done=arm_done, on_progress=progress)
+
+
+def _draw_report(results_dir: Path) -> Path:
+    from batchsim.apps.report.build import write_report  # matplotlib only when drawing
+
+    return write_report(results_dir)
+
+
+def _print_report_written(results_dir: Path, console: Console) -> None:
+    from batchsim.apps.report.build import PLOTS_DIR, REPORT_FILE
+
+    console.print(f"wrote {results_dir / REPORT_FILE} (and its PNGs in "
+                  f"{results_dir / PLOTS_DIR})", highlight=False)
 
 
 @app.command()
@@ -132,7 +152,10 @@ def report(
         help="A folder written by `batchsim run` or `batchsim sweep`.")],
 ) -> None:
     """Rebuild RESULTS_DIR/report.html and its plots from the files there, without simulating."""
-    _write_report(results_dir, Console())
+    console = Console()
+    with _user_errors(results_dir), write_errors(results_dir):
+        _draw_report(results_dir)
+    _print_report_written(results_dir, console)
 
 
 # Options shared by the commands that run many simulations (sweep, plan).
@@ -197,7 +220,9 @@ def plan(
 def replay(
     files: Annotated[list[Path], typer.Argument(
         help="Measured benchmarks: CSV files of aggregate rows (engine, model, GPU, layout, "
-             "isl/osl/concurrency, measured mean TTFT and TPOT).")],
+             "isl/osl/concurrency, measured mean TTFT and TPOT), or the JSON results of "
+             "`vllm bench serve --save-result --save-detailed`, SGLang's bench_serving "
+             "(.json / .jsonl) and AIPerf's profile_export.jsonl.")],
     out: Annotated[Path, typer.Option(help="Folder for replay.json and replay.parquet.")] = Path(
         "results/replay"),
     requests_per_user: Annotated[int, typer.Option(
@@ -207,6 +232,10 @@ def replay(
     engine: Annotated[list[str] | None, typer.Option(
         help="Engine profile: NAME_OR_PATH for every case, or BACKEND=NAME_OR_PATH for one "
              "backend's cases (repeatable). Default: each case's own engine.")] = None,
+    metadata: Annotated[list[str] | None, typer.Option(
+        help="KEY=VALUE for what a JSON result does not say (gpu, tensor_parallel, "
+             "pipeline_parallel, quantization, engine, model; for AIPerf records also "
+             "concurrency, request_rate); repeatable.")] = None,
     jobs: JobsOpt = DEFAULT_JOBS,
 ) -> None:
     """Simulate measured serving benchmarks case by case and report the error of each."""
@@ -214,7 +243,7 @@ def replay(
 
     with _user_errors(files[0]):
         run_replay_command(files, out, requests_per_user, warmup_per_user, engine or [],
-                           jobs=jobs)
+                           jobs=jobs, metadata=metadata or [])
 
 
 @app.command()
@@ -223,8 +252,18 @@ def validate(file: FileArg, set_: SetOpt = None) -> None:
     with _user_errors(file):
         exp, base_dir = load_experiment(file, set_ or ())
         check_before_run(exp, base_dir)
+        if exp.sweep is not None or exp.replications > 1:
+            _check_sweep_points(file, list(set_ or []), exp)
         output_folder(None, exp)  # `run` checks it too, before simulating
     typer.echo(dump_resolved(exp), nl=False)
+
+
+def _check_sweep_points(file: Path, overrides: list[str], exp: Experiment) -> None:
+    """Every point of the file's sweep, checked as `run` (which sweeps it) checks them."""
+    from batchsim.apps.sweep.cli import sweep_axes
+    from batchsim.apps.sweep.runs import plan_sweep
+
+    plan_sweep(file, overrides, sweep_axes(exp, []), exp.replications, Path("."))
 
 
 @app.command()

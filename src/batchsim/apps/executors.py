@@ -3,13 +3,19 @@
 Every executor runs the same pure task function on the same task descriptions, and each task
 is deterministic, so results do not depend on which executor ran them — only the order in
 which they complete does, and the caller keys results by task.
+
+A caller that stops early (Ctrl-C, an error) closes the generator `run` returns: the executors
+then cancel what has not started and stop what is running instead of finishing the queue.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Iterator
+import signal
+import threading
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -20,14 +26,17 @@ class ExecutorError(ValueError):
     """An executor cannot be used as asked (e.g. Ray not installed)."""
 
 
+Results = Generator[tuple[int, R], None, None]
+
+
 class Executor(Protocol):
-    def run(self, fn: Callable[[T], R], tasks: list[T]) -> Iterator[tuple[int, R]]:
-        """Yield (task index, result) as tasks complete."""
+    def run(self, fn: Callable[[T], R], tasks: list[T]) -> Results[R]:
+        """Yield (task index, result) as tasks complete; closing it stops the tasks left."""
         ...
 
 
 class InProcess:
-    def run(self, fn: Callable[[T], R], tasks: list[T]) -> Iterator[tuple[int, R]]:
+    def run(self, fn: Callable[[T], R], tasks: list[T]) -> Results[R]:
         for index, task in enumerate(tasks):
             yield index, fn(task)
 
@@ -40,16 +49,75 @@ class LocalProcesses:
             raise ExecutorError(f"--jobs must be at least 1 (got {jobs})")
         self.jobs = jobs
 
-    def run(self, fn: Callable[[T], R], tasks: list[T]) -> Iterator[tuple[int, R]]:
+    def run(self, fn: Callable[[T], R], tasks: list[T]) -> Results[R]:
         if self.jobs == 1 or len(tasks) <= 1:
             yield from InProcess().run(fn, tasks)
             return
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)),
-                                 mp_context=context) as pool:
-            futures = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
+        pool = None
+        try:
+            with _started_ignoring_sigint():
+                pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)),
+                                           mp_context=multiprocessing.get_context("spawn"))
+                futures = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
             for future in as_completed(futures):
                 yield futures[future], future.result()
+        except BaseException:  # Ctrl-C, a task's error, or the caller closing the generator
+            if pool is not None:
+                _stop(pool)
+            raise
+        pool.shutdown()
+
+
+@contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Ctrl-C (SIGINT) during the block is raised when the block ends, not inside it.
+
+    A handler that notes the signal, not a blocked signal mask: Python raises
+    KeyboardInterrupt in the main thread whichever of its threads the signal reached."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers, and only it gets KeyboardInterrupt
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, None)  # the default handler raises KeyboardInterrupt
+
+
+@contextmanager
+def _started_ignoring_sigint() -> Iterator[None]:
+    """Processes started in the block (the pool starts its workers as tasks are submitted)
+    ignore SIGINT for good: a Ctrl-C reaches the terminal's whole process group, and a worker
+    interrupted in its start-up or in a task prints a traceback, then takes the next task
+    anyway. Ctrl-C is this process's to handle, by stopping the pool.
+
+    An ignored signal stays ignored across exec, and Python leaves it so; a blocked one
+    would not stay blocked (multiprocessing unblocks SIGINT once its resource tracker has
+    started). A Ctrl-C in these few milliseconds is lost: the user presses it again."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel the tasks not started and end the workers running the others, now: shutting
+    the pool down alone would wait for every running task to finish."""
+    # No public way to end a pool's workers before Python 3.14 (terminate_workers): end the
+    # processes of its table.
+    for worker in list((pool._processes or {}).values()):
+        worker.terminate()
+    # Its manager thread now finds the workers gone, fails the tasks left and ends; waited
+    # for, so that it is not still closing its pipes as Python exits (which Python 3.11
+    # reports as an ignored exception in `_python_exit`).
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 class RayCluster:
@@ -63,7 +131,7 @@ class RayCluster:
                 "--executor ray needs Ray: pip install 'batchsim[ray]'") from None
         self.address = address
 
-    def run(self, fn: Callable[[T], R], tasks: list[T]) -> Iterator[tuple[int, R]]:
+    def run(self, fn: Callable[[T], R], tasks: list[T]) -> Results[R]:
         import ray
 
         started_here = not ray.is_initialized()
@@ -73,13 +141,18 @@ class RayCluster:
                      _node_ip_address="127.0.0.1")
         elif started_here:
             ray.init(address=self.address, log_to_driver=False, configure_logging=False)
+        pending: dict[Any, int] = {}
         try:
             remote = ray.remote(fn)
-            pending: dict[Any, int] = {remote.remote(task): i for i, task in enumerate(tasks)}
+            pending.update((remote.remote(task), i) for i, task in enumerate(tasks))
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
                     yield pending.pop(ref), ray.get(ref)
+        except BaseException:  # Ctrl-C, a task's error, or the caller closing the generator
+            for ref in pending:  # a cluster's workers outlive this process: stop its tasks
+                ray.cancel(ref, force=True)
+            raise
         finally:
             if started_here:
                 ray.shutdown()

@@ -23,13 +23,13 @@ from batchsim.calibration.parameters import (
     round_significant,
     to_coordinate,
     to_value,
-    with_values,
+    with_family_values,
 )
 from batchsim.calibration.predict import PREDICTORS
 from batchsim.calibration.solver import Solution, minimise
 from batchsim.calibration.tables import FamilyTable
 from batchsim.gpu.calibration_record import FAMILIES, CalibrationRecord, HeldOutError
-from batchsim.gpu.hardware import SM_TERMS, GpuProfile, RooflineEfficiency
+from batchsim.gpu.hardware import QUANT_KEYS, SM_TERMS, GpuProfile, RooflineEfficiency
 
 METHOD = (
     "batchsim calibrate fit: per operator family, Levenberg-Marquardt with a soft-L1 loss "
@@ -82,7 +82,7 @@ def fit_profile(
             family, decode_fitted="decode_attention" in fits, has_sms=spec.sm_count is not None
         )
         fit = _fit_family(spec, eff, tables[family], parameters, seed, holdout_fraction)
-        eff = with_values(eff, fit.values)
+        eff = with_family_values(eff, family, fit.values)
         fits[family] = fit
     if not fits:
         raise FitError("no measurement tables to fit")
@@ -145,14 +145,15 @@ def _fit_family(
     best: tuple[Solution, Mapping[str, float], tuple[Parameter, ...]] | None = None
     for setting in _switch_settings(table.family):
         free = tuple(p for p in parameters if p.key not in setting)
-        solution = _solve(spec, with_values(base, setting), train, table.family, free)
+        solution = _solve(spec, with_family_values(base, table.family, setting), train,
+                          table.family, free)
         if best is None or solution.cost < best[0].cost:
             best = (solution, setting, free)
     assert best is not None
     solution, chosen, free = best
     # Scored with the values the profile will store (4 significant digits).
     values = {**_coordinates_to_values(free, solution.x, digits=4), **chosen}
-    fitted = with_values(base, values)
+    fitted = with_family_values(base, table.family, values)
     predicted = PREDICTORS[table.family](heldout, spec, fitted)
     errors = absolute_percentage_errors(predicted, heldout["seconds"].to_numpy())
     return FamilyFit(
@@ -191,7 +192,7 @@ def _solve(
     measured = train["seconds"].to_numpy()
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        eff = with_values(base, _coordinates_to_values(parameters, x, digits=17))
+        eff = with_family_values(base, family, _coordinates_to_values(parameters, x, digits=17))
         with np.errstate(all="ignore"):
             return np.log(predictor(train, spec, eff) / measured)
 
@@ -223,7 +224,8 @@ def _starts(parameters: tuple[Parameter, ...]) -> list[np.ndarray]:
 
 
 def _efficiency_keys() -> tuple[str, ...]:
-    skip = {"calibrated", "note"}
+    """The profile's top-level keys (a weight dtype's own GEMM keys are all fitted or absent)."""
+    skip = {"calibrated", "note", "gemm_by_weights", *QUANT_KEYS}
     return tuple(f.name for f in dataclasses.fields(RooflineEfficiency) if f.name not in skip)
 
 

@@ -40,18 +40,26 @@ def _p(key: str, bound: Bound, *starts: float) -> Parameter:
     return Parameter(key, bound, starts)
 
 
+_GEMM = (
+    _p("gemm_peak_efficiency", Bound.FRACTION, 0.8, 0.7, 0.9),
+    _p("gemm_ramp_tokens", Bound.POSITIVE, 16.0, 64.0, 2.0),
+    _p("memory_efficiency", Bound.FRACTION, 0.8, 0.7, 0.6),
+    _p("kernel_launch_s", Bound.POSITIVE, 3e-6, 5e-6, 2e-6),
+    _p("gemm_overlap_power", Bound.POWER, 2.0, 3.0, 1.5),
+    _p("gemm_k_step_s", Bound.POSITIVE, 1.5e-9, 3e-9, 1e-9),
+    _p("gemm_k_split", Bound.POSITIVE, 2048.0, 1024.0, 4096.0),
+    _p("gemm_ramp_k", Bound.POSITIVE, 128.0, 64.0, 256.0),
+    _p("gemm_wave_exponent", Bound.FRACTION, 0.5, 0.3, 0.15),
+)
+
 FAMILY_PARAMETERS: Mapping[str, tuple[Parameter, ...]] = MappingProxyType(
     {
-        "gemm": (
-            _p("gemm_peak_efficiency", Bound.FRACTION, 0.8, 0.7, 0.9),
-            _p("gemm_ramp_tokens", Bound.POSITIVE, 16.0, 64.0, 2.0),
-            _p("memory_efficiency", Bound.FRACTION, 0.8, 0.7, 0.6),
-            _p("kernel_launch_s", Bound.POSITIVE, 3e-6, 5e-6, 2e-6),
-            _p("gemm_overlap_power", Bound.POWER, 2.0, 3.0, 1.5),
-            _p("gemm_k_step_s", Bound.POSITIVE, 1.5e-9, 3e-9, 1e-9),
-            _p("gemm_k_split", Bound.POSITIVE, 2048.0, 1024.0, 4096.0),
-            _p("gemm_ramp_k", Bound.POSITIVE, 128.0, 64.0, 256.0),
-            _p("gemm_wave_exponent", Bound.FRACTION, 0.5, 0.3, 0.15),
+        "gemm": _GEMM,
+        # A W8A8 GEMM runs other kernels than bf16 (every GEMM key its own), and a kernel
+        # quantising its activations first.
+        "gemm_fp8": (
+            *_GEMM,
+            _p("gemm_quant_token_s", Bound.POSITIVE, 5e-9, 1e-8, 2e-9),
         ),
         "decode_attention": (
             _p("attention_launch_s", Bound.POSITIVE, 1e-5, 5e-6, 2e-5),
@@ -141,7 +149,22 @@ def round_significant(value: float, digits: int = 4) -> float:
     return 0.0 if abs(value) < 1e-30 else float(f"{value:.{digits - 1}e}")
 
 
+FAMILY_WEIGHTS: Mapping[str, str] = MappingProxyType({"gemm_fp8": "fp8"})
+"""Families whose keys are a weight dtype's own GEMM keys (`gemm_by_weights`), not the
+profile's top-level ones."""
+
+
 def with_values(eff: RooflineEfficiency, values: Mapping[str, float]) -> RooflineEfficiency:
     """`eff` with some numeric keys replaced."""
     fields: dict[str, Any] = dict(values)
     return dataclasses.replace(eff, **fields)
+
+
+def with_family_values(
+    eff: RooflineEfficiency, family: str, values: Mapping[str, float]
+) -> RooflineEfficiency:
+    """`eff` with `family`'s keys replaced where that family keeps them."""
+    weights = FAMILY_WEIGHTS.get(family)
+    if weights is None:
+        return with_values(eff, values)
+    return eff.with_gemm_for(weights, values)

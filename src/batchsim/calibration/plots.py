@@ -19,6 +19,7 @@ _TITLES = {
     "decode_attention": "decode attention",
     "prefill_attention": "prefill attention",
     "allreduce": "all-reduce",
+    "gemm_fp8": "GEMM, fp8 weights",
 }
 
 

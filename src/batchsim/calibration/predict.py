@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from batchsim.calibration.tables import allreduce_message_bytes
-from batchsim.gpu.dtypes import ACTIVATION_BYTES
+from batchsim.gpu.dtypes import ACTIVATION_BYTES, bytes_per_element
 from batchsim.gpu.hardware import GpuProfile, RooflineEfficiency
 from batchsim.gpu.roofline import (
     allreduce_seconds,
@@ -33,10 +33,23 @@ def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
 
 
 def predict_gemm(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
+    return _gemm_with_weights(rows, gpu, eff, "bf16")
+
+
+def predict_gemm_fp8(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
+    return _gemm_with_weights(rows, gpu, eff, "fp8")
+
+
+def _gemm_with_weights(
+    rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency, weights: str
+) -> np.ndarray:
+    """The GEMM as the cost model prices a layer with `weights` weights: that dtype's peak,
+    bytes and GEMM keys (for bf16: `eff` itself)."""
     return gemm_seconds(
         _column(rows, "m"), _column(rows, "n"), _column(rows, "k"),
-        peak_flops=gpu.peak_flops.bf16, memory_bw=gpu.memory_bandwidth_bytes_per_s,
-        weight_bytes=_BF16_BYTES, sm_count=gpu.parallel_units, eff=eff,
+        peak_flops=gpu.peak_flops.for_weights(weights),
+        memory_bw=gpu.memory_bandwidth_bytes_per_s, weight_bytes=bytes_per_element(weights),
+        sm_count=gpu.parallel_units, eff=eff.for_weights(weights),
     )
 
 
@@ -78,4 +91,5 @@ PREDICTORS: dict[str, Predictor] = {
     "decode_attention": predict_decode,
     "prefill_attention": predict_prefill,
     "allreduce": predict_allreduce,
+    "gemm_fp8": predict_gemm_fp8,
 }

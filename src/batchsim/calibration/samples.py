@@ -43,4 +43,5 @@ def _stem(family: str) -> str:
         "prefill_attention": "context_attention_perf_bf16",
         "decode_attention": "generation_attention_perf_bf16",
         "allreduce": "nccl_all_reduce",
+        "gemm_fp8": "gemm_perf_fp8",
     }[family]

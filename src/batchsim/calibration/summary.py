@@ -10,6 +10,7 @@ _SHORT = {
     "decode_attention": "decode",
     "prefill_attention": "prefill",
     "allreduce": "allreduce",
+    "gemm_fp8": "gemm fp8",
 }
 
 

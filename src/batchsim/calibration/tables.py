@@ -9,7 +9,12 @@ Both use the columns of NVIDIA aiconfigurator's per-operator tables (latency in 
   the nccl-tests byte size by the element size before writing it (`allreduce_message_bytes`).
 
 Extra columns are allowed; rows of other dtypes, kernels or ops are filtered out and the filter
-is recorded, so a profile says exactly which rows it was fitted on.
+is recorded, so a profile says exactly which rows it was fitted on. GEMM tables are told apart
+by their weights' dtype in the name: `*gemm_perf_fp8*` is per-tensor fp8 (family `gemm_fp8`),
+`*gemm_perf_fp8_block*` block-scaled fp8, which is not fitted (below ~0.1 ms the public tables
+time a fixed host-side floor, not the GPU: docs/fidelity.md) and so is skipped, and any other
+`*gemm_perf*` bf16. A folder's `provenance.yaml`, if present, says where each file was cut from
+(file name -> text); the fit copies that into the profile.
 """
 
 from __future__ import annotations
@@ -19,19 +24,24 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from batchsim.gpu.calibration_record import FAMILIES, MeasurementSource
 
-FILE_PATTERNS = {
-    "gemm": "gemm_perf",
-    "prefill_attention": "context_attention_perf",
-    "decode_attention": "generation_attention_perf",
-    "allreduce": "nccl",
-}
-"""A file belongs to the family whose pattern its name contains."""
+FILE_PATTERNS: tuple[tuple[str, str | None], ...] = (
+    ("gemm_perf_fp8_block", None),
+    ("gemm_perf_fp8", "gemm_fp8"),
+    ("gemm_perf", "gemm"),
+    ("context_attention_perf", "prefill_attention"),
+    ("generation_attention_perf", "decode_attention"),
+    ("nccl", "allreduce"),
+)
+"""A file belongs to the family of the first pattern its name contains (None: not fitted)."""
+PROVENANCE_FILE = "provenance.yaml"
 
 REQUIRED_COLUMNS = {
     "gemm": ("m", "n", "k", "latency"),
+    "gemm_fp8": ("m", "n", "k", "latency"),
     "prefill_attention": (
         "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "latency",
     ),
@@ -60,10 +70,7 @@ def family_of(path: Path) -> str | None:
     name = path.name
     if not name.endswith((".csv", ".csv.gz")):
         return None
-    for family, pattern in FILE_PATTERNS.items():
-        if pattern in name:
-            return family
-    return None
+    return next((family for pattern, family in FILE_PATTERNS if pattern in name), None)
 
 
 def load_measurements(directory: Path, prefix: str = "") -> dict[str, FamilyTable]:
@@ -85,12 +92,30 @@ def load_measurements(directory: Path, prefix: str = "") -> dict[str, FamilyTabl
             )
         files[family] = path
     if not files:
-        patterns = "(" + ", ".join(f"*{p}*.csv[.gz]" for p in FILE_PATTERNS.values()) + ")"
+        patterns = "(" + ", ".join(f"*{p}*.csv[.gz]" for p, f in FILE_PATTERNS if f) + ")"
         raise MeasurementError(f"{directory}: no measurement tables {prefix}{patterns}")
-    return {family: load_table(family, files[family]) for family in FAMILIES if family in files}
+    origins = read_provenance(directory)
+    return {family: load_table(family, files[family], origins.get(files[family].name, ""))
+            for family in FAMILIES if family in files}
 
 
-def load_table(family: str, path: Path) -> FamilyTable:
+def read_provenance(directory: Path) -> dict[str, str]:
+    """The folder's `provenance.yaml` (file name -> where it was cut from), or nothing."""
+    path = directory / PROVENANCE_FILE
+    if not path.is_file():
+        return {}
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise MeasurementError(f"{path}: cannot read provenance ({exc})") from None
+    if not isinstance(document, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in document.items()
+    ):
+        raise MeasurementError(f"{path}: expected a mapping of file name -> origin text")
+    return document
+
+
+def load_table(family: str, path: Path, origin: str = "") -> FamilyTable:
     """Read, check and filter one family's table."""
     try:
         frame = pd.read_csv(path)
@@ -104,7 +129,8 @@ def load_table(family: str, path: Path) -> FamilyTable:
     if rows.empty:
         raise MeasurementError(f"{path}: no usable {family} rows after filtering ({description})")
     rows["seconds"] = rows["latency"].astype(float) * 1e-3
-    source = MeasurementSource(family=family, file=path.name, rows=len(rows), filter=description)
+    source = MeasurementSource(family=family, file=path.name, rows=len(rows), filter=description,
+                               origin=origin)
     return FamilyTable(family=family, rows=rows.reset_index(drop=True), source=source)
 
 
@@ -124,9 +150,9 @@ def _majority_kernel(frame: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
     return frame[frame["kernel_source"] == kernel]
 
 
-def _gemm_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def _gemm_rows(frame: pd.DataFrame, dtype: str) -> tuple[pd.DataFrame, str]:
     notes: list[str] = []
-    frame = _keep_equal(frame, "gemm_dtype", "bfloat16", notes)
+    frame = _keep_equal(frame, "gemm_dtype", dtype, notes)
     return frame, "; ".join(notes) or "all rows"
 
 
@@ -168,7 +194,8 @@ def _allreduce_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 _FILTERS = {
-    "gemm": _gemm_rows,
+    "gemm": lambda frame: _gemm_rows(frame, "bfloat16"),
+    "gemm_fp8": lambda frame: _gemm_rows(frame, "fp8"),
     "prefill_attention": lambda frame: _attention_rows(frame, decode=False),
     "decode_attention": lambda frame: _attention_rows(frame, decode=True),
     "allreduce": _allreduce_rows,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from batchsim.calibration.parameters import round_significant
 from batchsim.gpu.calibration_record import CalibrationRecord
-from batchsim.gpu.hardware import GpuProfile, RooflineEfficiency
+from batchsim.gpu.hardware import GEMM_KEYS, QUANT_KEYS, GpuProfile, RooflineEfficiency
 
 _EFFICIENCY_COMMENTS = {
     "gemm_peak_efficiency": "e_c for large GEMMs",
@@ -39,7 +41,9 @@ _EFFICIENCY_COMMENTS = {
     "prefill_setup_s": "prefill: fixed cost beyond the shared launch",
     "step_overhead_s": "c0 per step (prior: not measured by operator tables)",
     "per_seq_overhead_s": "c1 per sequence (prior: not measured by operator tables)",
+    "gemm_quant_token_s": "activation quantisation: s per token (row)",
 }
+_NOT_TOP_LEVEL = {"calibrated", "note", "gemm_by_weights", *QUANT_KEYS}
 
 
 def render_profile(spec_text: str, gpu: GpuProfile) -> str:
@@ -75,13 +79,29 @@ def _efficiency_block(eff: RooflineEfficiency) -> str:
     lines.append("  note: >-")
     lines.extend(f"    {line}" for line in _wrap(eff.note, 92))
     for field in dataclasses.fields(RooflineEfficiency):
-        if field.name in ("calibrated", "note"):
+        if field.name in _NOT_TOP_LEVEL:
             continue
-        raw = getattr(eff, field.name)
-        value = ("true" if raw else "false") if isinstance(raw, bool) else number(float(raw))
-        comment = _EFFICIENCY_COMMENTS.get(field.name, "")
-        lines.append(f"  {field.name}: {value}".ljust(44) + (f"# {comment}" if comment else ""))
+        lines.append(_key_line("  ", field.name, getattr(eff, field.name)))
+    if eff.gemm_by_weights:
+        lines += _gemm_by_weights_lines(eff.gemm_by_weights)
     return "\n".join(lines) + "\n"
+
+
+def _key_line(indent: str, key: str, raw: float | bool) -> str:
+    value = ("true" if raw else "false") if isinstance(raw, bool) else number(float(raw))
+    comment = _EFFICIENCY_COMMENTS.get(key, "")
+    return f"{indent}{key}: {value}".ljust(44) + (f"# {comment}" if comment else "")
+
+
+def _gemm_by_weights_lines(by_weights: Mapping[str, Mapping[str, float]]) -> list[str]:
+    lines = ["  # GEMMs with these weights run their own kernels: every GEMM key again, fitted",
+             "  # on their own tables, and the kernel that quantises their activations.",
+             "  gemm_by_weights:"]
+    for dtype in sorted(by_weights):
+        lines.append(f"    {dtype}:")
+        lines += [_key_line("      ", key, by_weights[dtype][key])
+                  for key in (*GEMM_KEYS, *QUANT_KEYS)]
+    return lines
 
 
 def _calibration_block(record: CalibrationRecord) -> str:
@@ -97,6 +117,8 @@ def _calibration_block(record: CalibrationRecord) -> str:
             f"      rows: {source.rows}",
             f"      filter: \"{source.filter}\"",
         ]
+        if source.origin:  # JSON's quoting is YAML's
+            lines.append(f"      origin: {json.dumps(source.origin, ensure_ascii=False)}")
     lines.append("  heldout_error:              # absolute percentage error, 0.05 = 5%")
     for family, error in record.heldout_error.items():
         lines.append(

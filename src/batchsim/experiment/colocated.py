@@ -73,7 +73,7 @@ def build_colocated(exp: Experiment, arm_exp: Experiment, arm: Arm, index: int,
                             None if shared_queue else ROUTERS[exp.router],
                             shared_queue=shared_queue, max_model_len=max_model_len,
                             fast_path=exp.simulation.fast_path, on_progress=on_progress,
-                            frontend=deployment.engine.frontend())
+                            frontend=deployment.engine.frontend(arm_exp.replicas))
     return ColocatedArm(simulation, num_blocks, speculations)
 
 

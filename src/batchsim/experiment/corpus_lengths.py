@@ -10,11 +10,14 @@ from pathlib import Path
 
 import batchsim.workloads as wl
 from batchsim.experiment.schema import CorpusLengths
-from batchsim.workloads.corpus import CorpusColumn, load_length_corpus
+from batchsim.workloads.corpus import CorpusColumn, InOrderColumn, load_length_corpus
 
 
-def corpus_samplers(config: CorpusLengths, base_dir: Path) -> tuple[CorpusColumn, CorpusColumn]:
-    """(prompt sampler, output sampler) over the corpus rows."""
+def corpus_samplers(config: CorpusLengths, base_dir: Path,
+                    ) -> tuple[CorpusColumn, CorpusColumn] | tuple[InOrderColumn, InOrderColumn]:
+    """(prompt sampler, output sampler) over the corpus rows: drawn at random, or in order."""
     path = wl.resolve_trace_path(config.path, base_dir)
     corpus = load_length_corpus(path, config.prompt_column, config.output_column)
+    if config.order == "in_order":
+        return InOrderColumn(corpus.prompt.values), InOrderColumn(corpus.output.values)
     return corpus.prompt, corpus.output

@@ -168,6 +168,6 @@ def build_disaggregated(
         link=link_spec(exp, arm, model), traffic=traffic.traffic,
         router=None if shared_queue else ROUTERS[exp.router], shared_queue=shared_queue,
         max_model_len=max_model_len, fast_path=exp.simulation.fast_path, on_progress=on_progress,
-        frontend=engine.frontend(),
+        frontend=engine.frontend(prefill.replicas),  # the client talks to the prefill pool
     )
     return DisaggregatedRun(simulation, prefill, decode)

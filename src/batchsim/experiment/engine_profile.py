@@ -111,10 +111,11 @@ class EngineProfile:
     def name(self) -> str:
         return self.spec.name
 
-    def frontend(self) -> Frontend:
-        """A new front end with this engine's costs (one per simulation: it has state)."""
+    def frontend(self, replicas: int = 1) -> Frontend:
+        """A new front end with this engine's costs (one per simulation: it has state), one
+        API server per replica."""
         costs = self.spec.costs
-        return Frontend(costs.frontend_latency_s, costs.frontend_serial_s)
+        return Frontend(costs.frontend_latency_s, costs.frontend_serial_s, servers=replicas)
 
     def describe(self) -> str:
         """One line: what it is and how far its costs were calibrated."""

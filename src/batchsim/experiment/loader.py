@@ -53,9 +53,10 @@ _StrictLoader.add_constructor(
 def _yaml_problem(err: yaml.YAMLError) -> str:
     """``line:column: problem`` from a YAML error (1-based, as editors count)."""
     mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None) or str(err)
+    # One line: the reader's own location ("in <unicode string>, position 0") adds nothing.
+    problem = str(getattr(err, "problem", None) or err).splitlines()[0]
     if mark is None:
-        return str(problem)
+        return problem
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
@@ -65,6 +66,10 @@ MAX_YAML_ALIASES = 100
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    if path.exists() and not path.is_dir() and not path.is_file():
+        # A FIFO or a device would block the read (or never end): refuse it unread.
+        raise ConfigError(f"{path}: not a regular file (a pipe, socket or device), expected "
+                          "an experiment YAML file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

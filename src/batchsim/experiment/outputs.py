@@ -1,7 +1,7 @@
 """Write a run's results: requests.parquet, timeseries.parquet and summary.json (docs/design.md §8).
 
 Nothing written depends on the machine or the clock, so the same file and seed give the same
-bytes.
+bytes. They reach the folder all at once, summary.json last (experiment/output_folder.py).
 """
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import math
 import platform
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from batchsim.experiment.output_folder import naming, written_atomically
 from batchsim.experiment.runner import ExperimentResult
 from batchsim.gpu.hardware import GpuProfile
 
@@ -81,13 +83,30 @@ def stack_arms(frames: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     return pd.concat(tagged, ignore_index=True)
 
 
-def write_results(result: ExperimentResult, out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    requests = out_dir / "requests.parquet"
-    timeseries = out_dir / "timeseries.parquet"
-    summary = out_dir / "summary.json"
-    stack_arms([(a.name, a.requests) for a in result.arms]).to_parquet(requests, index=False)
-    stack_arms([(a.name, a.timeseries) for a in result.arms]).to_parquet(timeseries, index=False)
+RESULT_FILES = ("requests.parquet", "timeseries.parquet", "summary.json")
+
+
+def write_results(result: ExperimentResult, out_dir: Path,
+                  finish: Callable[[Path], object] | None = None) -> list[Path]:
+    """Write the run's files to `out_dir` as one step (`written_atomically`): under its lock,
+    through a staging folder, summary.json moved into place last, so a folder holding
+    summary.json is complete. `finish(folder)` adds files made from them (the report) to the
+    staging folder before the move. A write failure is one `OutputWriteError`."""
+    with written_atomically(out_dir) as staging:
+        write_result_files(result, staging)
+        if finish is not None:
+            finish(staging)
+    return [out_dir / name for name in RESULT_FILES]
+
+
+def write_result_files(result: ExperimentResult, folder: Path) -> None:
+    """The files themselves, written in place into an existing `folder`."""
+    requests, timeseries, summary = (folder / name for name in RESULT_FILES)
+    with naming(requests):
+        stack_arms([(a.name, a.requests) for a in result.arms]).to_parquet(requests, index=False)
+    with naming(timeseries):
+        stack_arms([(a.name, a.timeseries) for a in result.arms]).to_parquet(timeseries,
+                                                                              index=False)
     text = json.dumps(json_safe(summary_document(result)), indent=2, allow_nan=False)
-    summary.write_text(text + "\n", encoding="utf-8")
-    return [requests, timeseries, summary]
+    with naming(summary):  # a full disk shows at write or close, which name no file
+        summary.write_text(text + "\n", encoding="utf-8")

@@ -10,12 +10,17 @@ from batchsim.experiment.deployment_size import arm_experiment
 from batchsim.experiment.disaggregation import resolve_pool
 from batchsim.experiment.policy_factory import effective_token_budget
 from batchsim.experiment.schema import ContinuousArm, DisaggregatedArm, Experiment
+from batchsim.experiment.traffic import build_traffic
 
 
 def check_before_run(exp: Experiment, base_dir: Path) -> None:
     """Resolve the deployment of the experiment and of every arm as `run` does (model, GPU,
     engine, memory plan, layouts, token budgets); raise the error `run` would."""
     deployment = resolve_deployment(exp, base_dir)
+    # The traffic reads every trace, corpus and rate file the workload names and checks each
+    # row, as run does first: a missing or malformed file fails here, not after "running".
+    build_traffic(exp.workload, seed=exp.seed, base_dir=base_dir,
+                  max_model_len=deployment.max_model_len)
     for index, arm in enumerate(exp.policies):
         if isinstance(arm, DisaggregatedArm):
             for role in ("prefill", "decode"):

@@ -36,6 +36,7 @@ from batchsim.metrics.summary import SLOTargets, measured_mask, summarize
 from batchsim.metrics.tables import requests_table
 from batchsim.metrics.timeseries import bin_timeseries
 from batchsim.sim.engine import Simulation
+from batchsim.sim.recorder import ITLLog
 
 
 @dataclass(slots=True)
@@ -45,6 +46,8 @@ class ArmResult:
     timeseries: pd.DataFrame
     metrics: dict[str, object]
     wall_s: float  # not written to the outputs: they must not depend on the machine
+    # Every inter-token gap, kept only when asked for (it grows with the steps simulated).
+    token_gaps: ITLLog | None = None
 
 
 @dataclass(slots=True)
@@ -63,9 +66,10 @@ def slo_targets(exp: Experiment) -> SLOTargets:
 
 def run_experiment(
     exp: Experiment, base_dir: Path, on_arm_done: Callable[[ArmResult], None] | None = None,
-    on_progress: Callable[[str, float], None] | None = None,
+    on_progress: Callable[[str, float], None] | None = None, keep_token_gaps: bool = False,
 ) -> ExperimentResult:
-    """Simulate every arm; `on_progress(arm, simulated_seconds)` is called now and then."""
+    """Simulate every arm; `on_progress(arm, simulated_seconds)` is called now and then;
+    `keep_token_gaps` keeps each arm's inter-token gaps (`ArmResult.token_gaps`)."""
     deployment = resolve_deployment(exp, base_dir)
     traffic = build_traffic(exp.workload, seed=exp.seed, base_dir=base_dir,
                             max_model_len=deployment.max_model_len)
@@ -127,7 +131,8 @@ def run_experiment(
         end = float(requests["finish_s"].max()) if len(requests) else 0.0
         timeseries = bin_timeseries(record, exp.output.timeseries_bin_s, end)
         arm_result = ArmResult(arm.name, requests, timeseries, metrics,
-                               time.perf_counter() - started)
+                               time.perf_counter() - started,
+                               record.itl if keep_token_gaps else None)
         result.arms.append(arm_result)
         if on_arm_done is not None:
             on_arm_done(arm_result)

@@ -33,6 +33,7 @@ from batchsim.experiment.schema import (
 )
 from batchsim.experiment.trace_traffic import replay_trace
 from batchsim.sim.traffic import ClosedLoopTraffic, OpenLoopTraffic, SessionTraffic, Traffic
+from batchsim.workloads.corpus import InOrderColumn
 from batchsim.workloads.sessions import SessionShape, generate_sessions
 from batchsim.workloads.traces.transforms import splice_tenants
 
@@ -218,12 +219,10 @@ def _closed_loop(config: WorkloadConfig, arrivals: ClosedLoopArrivals,
 
     def lengths() -> Iterator[tuple[int, int]]:
         # Fresh generators per call, so every arm sees the same sequence of lengths.
-        prompt_rng = np.random.default_rng(rngs.prompt_seed)
-        output_rng = np.random.default_rng(rngs.output_seed)
+        prompt_chunks = _chunks(prompts, np.random.default_rng(rngs.prompt_seed))
+        output_chunks = _chunks(outputs, np.random.default_rng(rngs.output_seed))
         tally.count = 0
-        while True:
-            drawn_prompt = prompts.sample(prompt_rng, _LENGTH_CHUNK)
-            drawn_output = outputs.sample(output_rng, _LENGTH_CHUNK)
+        for drawn_prompt, drawn_output in zip(prompt_chunks, output_chunks, strict=True):
             prompt, output, _ = clip_to_context(drawn_prompt, drawn_output, max_model_len)
             changed = ((prompt != drawn_prompt) | (output != drawn_output)).tolist()
             for p, o, was_clipped in zip(prompt.tolist(), output.tolist(), changed, strict=True):
@@ -233,6 +232,15 @@ def _closed_loop(config: WorkloadConfig, arrivals: ClosedLoopArrivals,
     traffic = ClosedLoopTraffic(arrivals.concurrency, arrivals.think_time_s, lengths,
                                 config.num_requests, config.duration_s)
     return BuiltTraffic(traffic, tally, f"closed loop, {arrivals.concurrency} users")
+
+
+def _chunks(lengths: wl.LengthDistribution, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Lengths `_LENGTH_CHUNK` at a time, without end; a corpus in order keeps its place
+    from chunk to chunk."""
+    if isinstance(lengths, InOrderColumn):
+        yield from lengths.chunks(_LENGTH_CHUNK)
+    while True:
+        yield lengths.sample(rng, _LENGTH_CHUNK)
 
 
 def _sessions(config: WorkloadConfig, arrivals: SessionArrivals,

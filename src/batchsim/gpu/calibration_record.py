@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-FAMILIES = ("gemm", "decode_attention", "prefill_attention", "allreduce")
-"""Operator families, in the order the fit, the profiles and the report list them."""
+FAMILIES = ("gemm", "decode_attention", "prefill_attention", "allreduce", "gemm_fp8")
+"""Operator families, in the order the fit, the profiles and the report list them. A family's
+place also seeds its held-out split, so new ones go last. `gemm_fp8`: GEMMs with per-tensor
+fp8 weights and activations, fitted into the profile's `gemm_by_weights.fp8` keys."""
 
 
 class FieldReader(Protocol):
@@ -46,6 +48,7 @@ class MeasurementSource:
     file: str
     rows: int  # rows used after the filter (fit + held out)
     filter: str  # which rows of the file were used, in words
+    origin: str = ""  # where the file was cut from (its folder's provenance.yaml), if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +98,7 @@ def _sources(
         where = f"{prefix}sources[{index}]."
         if not isinstance(entry, dict):
             raise read.error(where.rstrip("."), "a mapping", entry)
-        read.no_unknown_keys(entry, {"family", "file", "rows", "filter"}, where)
+        read.no_unknown_keys(entry, {"family", "file", "rows", "filter", "origin"}, where)
         family = _family(entry.get("family"), read, f"{where}family")
         sources.append(
             MeasurementSource(
@@ -103,6 +106,7 @@ def _sources(
                 file=read.string(entry, "file"),
                 rows=int(read.number(entry, "rows", where, positive=True)),
                 filter=str(entry.get("filter", "")),
+                origin=str(entry.get("origin", "")),
             )
         )
     return tuple(sources)

@@ -148,6 +148,7 @@ class RooflineCostModel:
             peak_flops=gpu.peak_flops.for_weights(weight_dtype),
             weight_bytes=bytes_per_element(weight_dtype),
             gpu=gpu,
+            efficiency=eff.for_weights(weight_dtype),
         )
         # The LM head stays bf16 in quantised checkpoints, so it streams and computes as bf16.
         self._lm_head_gemm = GemmGroup(
@@ -156,6 +157,7 @@ class RooflineCostModel:
             peak_flops=gpu.peak_flops.bf16,
             weight_bytes=ACTIVATION_BYTES,
             gpu=gpu,
+            efficiency=eff,
         )
         self._layer_cache: dict[int, tuple[float, float, bool]] = {}
         self._lm_head_cache: dict[int, float] = {}

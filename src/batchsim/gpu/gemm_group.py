@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from batchsim.gpu.hardware import GpuProfile
+from batchsim.gpu.hardware import GpuProfile, RooflineEfficiency
 from batchsim.gpu.roofline import gemm_parts, gemm_seconds
 
 
@@ -12,6 +12,7 @@ class GemmGroup:
     """GEMMs of fixed (N, K) shapes run `repeats` times with the same token count M."""
 
     __slots__ = (
+        "_efficiency",
         "_gpu",
         "_peak_flops",
         "_repeats",
@@ -27,7 +28,10 @@ class GemmGroup:
         peak_flops: float,
         weight_bytes: float,
         gpu: GpuProfile,
+        efficiency: RooflineEfficiency,
     ) -> None:
+        """`efficiency`: the GEMM keys of these weights (`RooflineEfficiency.for_weights`)."""
+        self._efficiency = efficiency
         self._shapes = shapes
         self._repeats = repeats
         self._peak_flops = peak_flops
@@ -48,7 +52,7 @@ class GemmGroup:
         m = num_tokens.astype(np.float64)[:, None]
         n = np.array([shape[0] for shape in self._shapes], dtype=np.float64)
         k = np.array([shape[1] for shape in self._shapes], dtype=np.float64)
-        peak, eff, sms = self._peak_flops, self._gpu.efficiency, self._gpu.parallel_units
+        peak, eff, sms = self._peak_flops, self._efficiency, self._gpu.parallel_units
         bw = self._gpu.memory_bandwidth_bytes_per_s
         seconds = gemm_seconds(
             m, n, k, peak_flops=peak, memory_bw=bw, weight_bytes=self._weight_bytes,

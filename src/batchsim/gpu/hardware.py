@@ -6,16 +6,18 @@ read through `importlib.resources`, so they load the same from a wheel as from a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from batchsim.gpu.calibration_record import CalibrationRecord, parse_calibration_record
-from batchsim.gpu.dtypes import COMPUTE_RATE_OF_WEIGHTS, check_weight_dtype
+from batchsim.gpu.dtypes import COMPUTE_RATE_OF_WEIGHTS, WEIGHT_DTYPES, check_weight_dtype
 from batchsim.gpu.yaml_load import load_mapping
 
 _PROFILE_PACKAGE = "batchsim.hardware_profiles"
@@ -78,6 +80,53 @@ class RooflineEfficiency:
     decode_combine_s: float  # split-KV decode: the kernel that combines the splits
     decode_regroup_s: float  # grouped-query decode: copies regrouping queries and outputs
     prefill_setup_s: float  # prefill attention's fixed cost on top of the shared launch
+    # The kernel that quantises a W8A8 GEMM's bf16 activations first: its time per token
+    # (row) when not bandwidth-bound. 0 (none) for bf16; set only through `gemm_by_weights`.
+    gemm_quant_token_s: float = 0.0
+    # GEMMs whose weights run other kernels (fp8: CUTLASS scaled-mm) than the bf16 ones the
+    # keys above describe: weight dtype -> every key of GEMM_KEYS and QUANT_KEYS.
+    gemm_by_weights: Mapping[str, Mapping[str, float]] = field(
+        default_factory=lambda: MappingProxyType({}))
+
+    def for_weights(self, weight_dtype: str) -> RooflineEfficiency:
+        """The efficiencies a GEMM with `weight_dtype` weights runs at: its own GEMM keys
+        where the profile has them, else these (the bf16 ones) unchanged, the same object."""
+        keys = self.gemm_by_weights.get(weight_dtype)
+        if keys is None:
+            return self
+        fields: dict[str, Any] = dict(keys)
+        return dataclasses.replace(self, **fields)
+
+    def with_gemm_for(self, weight_dtype: str, values: Mapping[str, float]) -> RooflineEfficiency:
+        """These efficiencies with some GEMM keys of `weight_dtype` replaced; a dtype without
+        keys of its own starts from the bf16 ones, with no quantisation kernel."""
+        current = self.gemm_by_weights.get(weight_dtype)
+        if current is None:
+            current = {key: getattr(self, key) for key in GEMM_KEYS}
+            current.update(dict.fromkeys(QUANT_KEYS, 0.0))
+        unknown = set(values) - set(GEMM_KEYS) - set(QUANT_KEYS)
+        if unknown:
+            raise ValueError(f"{sorted(unknown)[0]!r} is not a GEMM efficiency key")
+        by_weights = {**self.gemm_by_weights,
+                      weight_dtype: MappingProxyType({**current, **values})}
+        return dataclasses.replace(self, gemm_by_weights=MappingProxyType(by_weights))
+
+
+GEMM_KEYS = (
+    "gemm_peak_efficiency",
+    "gemm_ramp_tokens",
+    "memory_efficiency",
+    "kernel_launch_s",
+    "gemm_overlap_power",
+    "gemm_k_step_s",
+    "gemm_k_split",
+    "gemm_ramp_k",
+    "gemm_wave_exponent",
+)
+"""The keys `roofline.gemm_seconds` reads: what a weight dtype's own GEMM block restates."""
+QUANT_KEYS = ("gemm_quant_token_s",)
+"""The activation-quantisation kernel's keys: only in a weight dtype's own GEMM block. Its
+launch is not one: it would only add to `kernel_launch_s`, which then covers both kernels."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +359,8 @@ def _sm_count(doc: Mapping[str, Any], eff: RooflineEfficiency, read: _Reader) ->
     """The optional SM count; the wave and occupancy terms cannot work without it."""
     if "sm_count" not in doc:
         needing = [key for key in SM_TERMS if getattr(eff, key) != 0]
+        needing += [f"gemm_by_weights.{dtype}.{key}" for dtype, keys in eff.gemm_by_weights.items()
+                    for key in SM_TERMS if keys.get(key, 0.0) != 0]
         if needing:
             raise HardwareError(
                 f"{read.where}: missing key 'sm_count' (streaming multiprocessors), which "
@@ -337,7 +388,7 @@ def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> Rooflin
         *_EFFICIENCY_FRACTIONS,
         *_EFFICIENCY_SECONDS,
     }
-    read.no_unknown_keys(block, allowed, prefix)
+    read.no_unknown_keys(block, {*allowed, "gemm_by_weights"}, prefix)
     calibrated = read.boolean(block, "calibrated", prefix)
     fractions = {}
     for key in _EFFICIENCY_FRACTIONS:
@@ -367,6 +418,7 @@ def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> Rooflin
     return RooflineEfficiency(
         calibrated=calibrated,
         note=str(block.get("note", "")),
+        gemm_by_weights=_gemm_by_weights(block, read, prefix),
         decode_mha_split_kv=read.boolean(block, "decode_mha_split_kv", prefix),
         gemm_k_split=read.number(block, "gemm_k_split", prefix, positive=True),
         allreduce_scaling_exponent=exponent,
@@ -375,6 +427,47 @@ def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> Rooflin
         **fractions,
         **seconds,
     )
+
+
+def _gemm_by_weights(
+    block: Mapping[str, Any], read: _Reader, prefix: str
+) -> Mapping[str, Mapping[str, float]]:
+    """The optional `gemm_by_weights` block: per weight dtype, every GEMM and quantisation key,
+    each in the range its top-level namesake allows."""
+    if "gemm_by_weights" not in block:
+        return MappingProxyType({})
+    prefix = f"{prefix}gemm_by_weights."
+    by_weights = read.mapping(block, "gemm_by_weights")
+    read.no_unknown_keys(by_weights, WEIGHT_DTYPES - {"bf16"}, prefix)
+    result = {}
+    for dtype in sorted(by_weights):
+        keys = read.mapping(by_weights, dtype)
+        where = f"{prefix}{dtype}."
+        read.no_unknown_keys(keys, {*GEMM_KEYS, *QUANT_KEYS}, where)
+        result[str(dtype)] = MappingProxyType(
+            {key: _gemm_value(keys, key, where, read) for key in (*GEMM_KEYS, *QUANT_KEYS)})
+    return MappingProxyType(result)
+
+
+def _gemm_value(keys: Mapping[str, Any], key: str, prefix: str, read: _Reader) -> float:
+    """One GEMM key of a weight dtype's block, checked as the top-level key of its kind."""
+    if key in _EFFICIENCY_FRACTIONS:
+        value = read.number(keys, key, prefix, positive=True)
+        if value > 1:
+            raise read.error(f"{prefix}{key}", "a fraction of peak in (0, 1]", value)
+        return value
+    if key in _EFFICIENCY_UNIT_INTERVAL:
+        value = read.number(keys, key, prefix, positive=False)
+        if value > 1:
+            raise read.error(f"{prefix}{key}", "a number in [0, 1]", value)
+        return value
+    if key in _EFFICIENCY_POWERS:
+        value = read.number(keys, key, prefix, positive=True)
+        if not 1.0 <= value <= MAX_OVERLAP_POWER:
+            raise read.error(f"{prefix}{key}", f"a power in [1, {MAX_OVERLAP_POWER:g}]", value)
+        return value
+    # Seconds, counts and the K split: non-negative (the split positive).
+    return read.number(keys, key, prefix, positive=key == "gemm_k_split")
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,6 +111,7 @@ class LayerStackCost:
         "_alltoall_count",
         "_attention_shapes",
         "_dense_mlp_shapes",
+        "_efficiency",
         "_expert_width",
         "_gpu",
         "_hidden",
@@ -135,6 +136,9 @@ class LayerStackCost:
         self._hidden = float(model.hidden_size)
         self._peak_flops = gpu.peak_flops.for_weights(weight_dtype)
         self._weight_bytes = bytes_per_element(weight_dtype)
+        # Every GEMM here holds the checkpoint's weights, experts included (their grouped
+        # kernels were not fitted apart: docs/fidelity.md).
+        self._efficiency = gpu.efficiency.for_weights(weight_dtype)
         # Under pure tensor parallelism every GPU holds a slice of every expert: no straggler.
         self._imbalance = imbalance if layout.expert_parallel > 1 else 1.0
         split = layout.attention_split
@@ -230,7 +234,7 @@ class LayerStackCost:
     def _gemm(self, m: np.ndarray, n: np.ndarray | float, k: float) -> tuple[np.ndarray, ...]:
         """(seconds, compute seconds, memory seconds) of one GEMM per element of m."""
         gpu = self._gpu
-        bw, sms, eff = gpu.memory_bandwidth_bytes_per_s, gpu.parallel_units, gpu.efficiency
+        bw, sms, eff = gpu.memory_bandwidth_bytes_per_s, gpu.parallel_units, self._efficiency
         seconds = gemm_seconds(m, n, k, peak_flops=self._peak_flops, memory_bw=bw,
                                weight_bytes=self._weight_bytes, sm_count=sms, eff=eff)
         compute, memory = gemm_parts(m, n, k, peak_flops=self._peak_flops, memory_bw=bw,

@@ -127,7 +127,8 @@ def gemm_seconds(
     sm_count: float,
     eff: RooflineEfficiency,
 ) -> Real:
-    """One GEMM: launch + max(overlapped compute and memory, the serial K loop).
+    """One GEMM: launch + max(overlapped compute and memory, the serial K loop), after the
+    kernel that quantises its activations where the weights' GEMM keys have one.
 
     A thread block walks K serially; with few output tiles that walk, not the FLOPs or the
     bytes, sets the time, until the library splits K across blocks (`gemm_k_split`).
@@ -138,7 +139,28 @@ def gemm_seconds(
     )
     busy_s = overlap(compute_s, memory_s, eff.gemm_overlap_power)
     serial_s = eff.gemm_k_step_s * np.minimum(k, eff.gemm_k_split)
-    return eff.kernel_launch_s + np.maximum(busy_s, serial_s)
+    seconds = eff.kernel_launch_s + np.maximum(busy_s, serial_s)
+    if eff.gemm_quant_token_s:  # bf16: nothing added at all
+        seconds = seconds + activation_quant_seconds(m, k, memory_bw=memory_bw, eff=eff)
+    return seconds
+
+
+QUANT_BYTES_PER_ELEMENT = ACTIVATION_BYTES + 1.0
+"""The quantisation kernel reads each bf16 activation and writes it back as one byte."""
+
+
+def activation_quant_seconds(m: Real, k: Real, *, memory_bw: float,
+                             eff: RooflineEfficiency) -> Real:
+    """The kernel a W8A8 GEMM runs first, quantising its (M x K) bf16 input to 8 bits.
+
+    The measured fp8 tables cost a fixed time per token (row) however few bytes a row holds,
+    as a kernel with a thread block per row does (`gemm_quant_token_s`); wide rows are bound
+    by streaming them. Its launch is in the GEMM's `kernel_launch_s`: two constants that only
+    add up could not be fitted apart.
+    """
+    rows_s = m * eff.gemm_quant_token_s
+    bytes_s = m * k * QUANT_BYTES_PER_ELEMENT / (memory_bw * eff.memory_efficiency)
+    return np.maximum(rows_s, bytes_s)
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ class ReplicaGroup:
 
 def ridge_tokens(gpu: GpuProfile, weight_dtype: str) -> float:
     """Tokens per step at which the layer GEMMs stop being bound by streaming the weights."""
-    eff = gpu.efficiency
+    eff = gpu.efficiency.for_weights(weight_dtype)  # fp8 GEMMs have fitted keys of their own
     compute = gpu.peak_flops.for_weights(weight_dtype) * eff.gemm_peak_efficiency
     memory = gpu.memory_bandwidth_bytes_per_s * eff.memory_efficiency
     return bytes_per_element(weight_dtype) * compute / (2.0 * memory)

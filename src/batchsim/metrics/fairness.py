@@ -64,9 +64,13 @@ def _prefill_seconds(cost: StepCostModel, prompt: int) -> float:
 
 
 def add_slowdown(requests: pd.DataFrame, cost: StepCostModel) -> pd.DataFrame:
-    """`requests` with `isolated_service_s` and `slowdown` (NaN for rejected requests)."""
-    alone = isolated_service_s(requests["prompt_tokens"].to_numpy(),
-                               requests["output_tokens"].to_numpy(), cost)
+    """`requests` with `isolated_service_s` and `slowdown` (NaN for rejected requests;
+    both NaN for one longer than max_model_len, which no replica could run alone either)."""
+    runnable = (requests["reject_kind"] != "max_model_len").to_numpy()
+    alone = np.full(len(requests), np.nan)
+    # A trace row may ask for any length; pricing it alone would need memory per token.
+    alone[runnable] = isolated_service_s(requests["prompt_tokens"].to_numpy()[runnable],
+                                         requests["output_tokens"].to_numpy()[runnable], cost)
     return requests.assign(isolated_service_s=alone,
                            slowdown=requests["e2e_s"].to_numpy() / alone)
 

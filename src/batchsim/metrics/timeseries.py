@@ -232,10 +232,18 @@ def _max_per_bin(step_bin: np.ndarray, values: np.ndarray, num_bins: int) -> np.
     return largest
 
 
+MAX_BINS = 1_000_000
+"""At most this many time-series rows: a longer run's bins are widened to end / MAX_BINS."""
+
+
 def bin_timeseries(record: RunRecord, bin_s: float, end_s: float) -> pd.DataFrame:
-    """One row per `bin_s` interval from 0 to `end_s` (the last event of the run)."""
+    """One row per `bin_s` interval from 0 to `end_s` (the last event of the run); a run so
+    long that it would need more than MAX_BINS rows gets MAX_BINS wider ones instead (each
+    row's `t_start_s` / `t_end_s` say how wide), so the table's memory stays bounded."""
     steps = record.steps
     replicas = record.num_replicas
+    if end_s / bin_s > MAX_BINS:
+        bin_s = end_s / MAX_BINS
     num_bins = max(1, int(np.ceil(end_s / bin_s)))
     edges = np.arange(num_bins + 1, dtype=np.float64) * bin_s
     step_bin = _step_bins(record, bin_s, num_bins)

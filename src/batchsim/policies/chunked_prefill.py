@@ -10,6 +10,20 @@ spreads over several steps and no decode waits behind more than one budget of pr
 allocated for the tokens a step computes, so a prompt longer than the budget is fine; only one
 that could never fit the cache is rejected.
 
+On a cache too small for its prompts this admits what continuous batching would not: a waiting
+request needs blocks for its first chunk only, so a long prompt may enter beside decodes that
+leave no room for its next chunk, which then preempts it (it is the newest). vLLM v1 does the
+same (0.12.0: vllm/v1/core/sched/scheduler.py `Scheduler.schedule` caps a waiting request's
+tokens at the budget left before `KVCacheManager.allocate_slots`; there is no watermark, and a
+running request that cannot grow preempts the last one in `running`, itself included). What
+happens next depends on prefix caching, which vLLM enables by default. Without it the request
+is readmitted with one chunk at the next step that preempts nobody and preempts itself again,
+for as long as the running requests hold the cache: vLLM with `--no-enable-prefix-caching`
+thrashes the same way, and so does this policy. With it the blocks the request computed stay
+cached (`policies/preemption.py` `own_block_keys`), and readmission must fit them again as
+well as its next chunk, so it waits until they fit and then recomputes only its partly filled
+last block.
+
 With `mixed_prefill=False` (SGLang's default scheduler, without `--enable-mixed-chunk`) a step
 never mixes the two: whenever prefill work can be scheduled — a running request whose prompt is
 only partly computed, or a waiting request that can be admitted — the step holds only prefill

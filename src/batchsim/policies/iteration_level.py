@@ -218,12 +218,14 @@ class IterationLevelQueues:
         return ReserveGate(self.reserve, self.running, self.pool)
 
     def _cached_prefix(self, request: Request) -> int:
-        """Prompt blocks of the waiting `request` it would find in the prefix cache if admitted
-        now (0 without prefix caching, or for a request that kept its KV by swapping). At
-        least one prompt token is always left to compute: it produces the first token."""
+        """Leading blocks of the waiting `request` it would find in the prefix cache if admitted
+        now (0 without prefix caching, or for a request that kept its KV by swapping): of its
+        prompt, or after a recompute preemption of every token it knows. At least one token is
+        always left to compute: it produces the next token (vLLM v1 caps a hit at
+        `num_tokens - 1`: `KVCacheManager.get_computed_blocks`, 0.12.0)."""
         if not request.prefix_keys or request.num_computed_tokens or request.swapped_out:
             return 0
-        limit = (request.prompt_tokens - 1) // self.pool.block_size
+        limit = (request.num_tokens - 1) // self.pool.block_size
         return self.pool.cached_prefix_blocks(request.prefix_keys, limit)
 
     def _try_admit(self, request: Request, tokens: int, plan: StepPlan, budget: StepBudget,

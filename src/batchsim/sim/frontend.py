@@ -10,19 +10,25 @@ requests does not stay in lock-step.
 
 from __future__ import annotations
 
+import heapq
+
 
 class Frontend:
-    """One API-server front end: `reaches_scheduler` must be called in send order."""
+    """The API-server front ends of a deployment: `reaches_scheduler` must be called in send
+    order. Each of `servers` processes (one per replica: every engine instance runs its own)
+    does the serial part one request at a time; a request takes the first one free."""
 
     __slots__ = ("_free_at", "latency_s", "serial_s")
 
-    def __init__(self, latency_s: float = 0.0, serial_s: float = 0.0) -> None:
+    def __init__(self, latency_s: float = 0.0, serial_s: float = 0.0, servers: int = 1) -> None:
         if not (latency_s >= 0.0 and serial_s >= 0.0):
             raise ValueError(f"front-end costs must be >= 0, got latency {latency_s}, "
                              f"serial {serial_s}")
+        if servers < 1:
+            raise ValueError(f"a front end needs at least one server, got {servers}")
         self.latency_s = latency_s
         self.serial_s = serial_s
-        self._free_at = 0.0
+        self._free_at = [0.0] * servers  # a heap: when each server is next free
 
     @property
     def delays(self) -> bool:
@@ -31,7 +37,7 @@ class Frontend:
 
     def reaches_scheduler(self, sent_s: float) -> float:
         """When a request sent at `sent_s` reaches the scheduler: after the requests sent
-        before it have been through the serial part."""
-        done = max(sent_s, self._free_at) + self.serial_s
-        self._free_at = done
+        before it on the first server to be free have been through the serial part."""
+        done = max(sent_s, self._free_at[0]) + self.serial_s
+        heapq.heapreplace(self._free_at, done)
         return done + self.latency_s

@@ -240,7 +240,8 @@ class KVBlockPool:
 
         With prefix caching its computed blocks with keys are cached first (`cache_blocks`; a
         block allocated for a step that never ran holds no KV), then every cached block it
-        used loses a reference, joining the LRU list at none; the rest are free.
+        used loses a reference, joining the LRU list at none, its last block first (evicted
+        first); the rest are free.
         """
         self.cache_blocks(owner, keys, computed_tokens)
         blocks = self._owned.pop(owner, None)
@@ -251,7 +252,10 @@ class KVBlockPool:
             return len(blocks)
         self._registered.pop(owner, None)
         refs = self._refs
-        for block in blocks:
+        # Tail first, as vLLM 0.12.0 frees them (vllm/v1/core/single_type_kv_cache_manager.py,
+        # SingleTypeKVCacheManager.free): a prefix's last blocks are evicted before its first,
+        # which more requests share and a preempted request finds again.
+        for block in reversed(blocks):
             if block in refs:
                 self._release_cached(block)
             else:

@@ -207,6 +207,23 @@ class ITLLog:
             per_run[nonempty] = np.add.reduceat(counted_ids, first, dtype=np.int32)
         return per_run
 
+    def gaps_by_request(self, num_requests: int) -> list[list[float]]:
+        """Each request's gaps (ids 0 … num_requests − 1): the gaps it saw alone in the order
+        they came, then those of each batch run it was in, in order. The log keeps no clock,
+        so where a request's lone and shared gaps interleaved in time is not kept: their
+        multiset (every statistic over gaps) is exact, their order only within each kind."""
+        gaps: list[list[float]] = [[] for _ in range(num_requests)]
+        for request_id, gap in zip(self.single_request, self.single_gap, strict=True):
+            gaps[request_id].append(gap)
+        ids_end, ids_per_run, _ = self._runs()
+        gaps_end = self.run_gaps_end.tolist()
+        for run, (end, size) in enumerate(zip(ids_end.tolist(), ids_per_run.tolist(),
+                                              strict=True)):
+            run_gaps = self.run_gaps[(gaps_end[run - 1] if run else 0):gaps_end[run]].tolist()
+            for request_id in self.run_ids[end - size:end]:
+                gaps[request_id].extend(run_gaps)
+        return gaps
+
     def values_and_weights(self, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The gaps of the requests where `counted[request_id]` is True, as (values, repeats):
         the single gaps, then each run's gaps weighted by its counted requests; gaps that no

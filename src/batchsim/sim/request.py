@@ -42,8 +42,9 @@ class Request:
     replica: int = 0
     tenant: int = 0  # index into workload.tenants (0 for a single-tenant workload)
     priority: int = 0  # the tenant's priority: lower is served first by `priority`
-    # Prefix caching: the cache key of each full KV block of the prompt, in order (empty:
-    # nothing to share), and the prompt tokens found cached when first admitted.
+    # Prefix caching: the cache key of each full KV block, in order (those the workload
+    # names, then, once preempted by recompute, keys of its own for the rest it computed;
+    # empty: nothing cached), and the prompt tokens found cached when first admitted.
     prefix_keys: tuple[int, ...] = ()
     cached_tokens: int = 0
 

@@ -7,6 +7,7 @@ model, GPU or quantisation batchsim cannot represent gets the reason instead.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from batchsim.apps.replay.measured import MeasuredCase
@@ -50,13 +51,25 @@ class BenchmarkClient:
                              f"measure (of {self.requests_per_user} per user)")
 
 
-def case_experiment(case: MeasuredCase, client: BenchmarkClient,
-                    engine: EngineProfile) -> dict[str, Any] | str:
-    """The experiment file (as a dict) that replays `case`, or why it cannot be replayed."""
-    model = MODELS.get(case.model)
+    def sends(self, case: MeasuredCase) -> int:
+        """Requests the replay of `case` sends: those the benchmark sent, when it says."""
+        if case.request_lengths:
+            return len(case.request_lengths)
+        return case.concurrency * self.requests_per_user
+
+    def warmup(self, case: MeasuredCase) -> int:
+        """Requests left out of the means: none when the file holds only measured ones."""
+        return 0 if case.request_lengths else case.concurrency * self.warmup_per_user
+
+
+def case_experiment(case: MeasuredCase, client: BenchmarkClient, engine: EngineProfile,
+                    lengths_file: Path | None = None) -> dict[str, Any] | str:
+    """The experiment file (as a dict) that replays `case`, or why it cannot be replayed;
+    a case with per-request lengths needs them written to `lengths_file` (`lengths_csv`)."""
+    model = MODELS.get(case.model, case.model if case.model in MODELS.values() else None)
     if model is None:
         return f"model {case.model!r} is not in the model library"
-    gpu = GPUS.get(case.gpu)
+    gpu = GPUS.get(case.gpu, case.gpu if case.gpu in GPUS.values() else None)
     if gpu is None:
         return f"GPU {case.gpu!r} has no profile"
     weights = WEIGHTS.get(case.quantization)
@@ -71,13 +84,8 @@ def case_experiment(case: MeasuredCase, client: BenchmarkClient,
         "tensor_parallel": case.tensor_parallel,
         "pipeline_parallel": case.pipeline_parallel,
         "dtype": {"weights": weights, "kv_cache": "bf16"},
-        "max_model_len": case.prompt_tokens + case.output_tokens,
-        "workload": {
-            "arrivals": {"kind": "closed_loop", "concurrency": case.concurrency},
-            "prompt_tokens": {"kind": "fixed", "value": case.prompt_tokens},
-            "output_tokens": {"kind": "fixed", "value": case.output_tokens},
-            "num_requests": case.concurrency * client.requests_per_user,
-        },
+        "max_model_len": longest_request(case),
+        "workload": _workload(case, client, lengths_file),
         "policies": [engine_arm(engine, case)],
     }
     scheduler = engine.spec.scheduler
@@ -85,6 +93,40 @@ def case_experiment(case: MeasuredCase, client: BenchmarkClient,
         experiment["gpu_memory_utilization"] = scheduler.gpu_memory_utilization
         experiment["kv_cache"] = {"block_size": scheduler.block_size}
     return experiment
+
+
+def longest_request(case: MeasuredCase) -> int:
+    """Prompt plus output tokens of the case's longest request."""
+    if case.request_lengths:
+        return max(prompt + output for prompt, output in case.request_lengths)
+    return case.prompt_tokens + case.output_tokens
+
+
+def lengths_csv(case: MeasuredCase) -> str:
+    """The case's per-request lengths as the corpus file its experiment reads in order."""
+    rows = "".join(f"{prompt},{output}\n" for prompt, output in case.request_lengths)
+    return "prompt_tokens,output_tokens\n" + rows
+
+
+def _workload(case: MeasuredCase, client: BenchmarkClient,
+              lengths_file: Path | None) -> dict[str, Any]:
+    workload: dict[str, Any] = {"num_requests": client.sends(case)}
+    if case.request_rate is None:
+        workload["arrivals"] = {"kind": "closed_loop", "concurrency": case.concurrency}
+    else:
+        # The client draws gamma gaps of shape `burstiness`: their CV is 1 / sqrt(shape).
+        workload["arrivals"] = {"kind": "gamma", "rate": case.request_rate,
+                                "cv": case.burstiness ** -0.5}
+    if case.request_lengths:
+        if lengths_file is None:
+            raise ValueError("a case with per-request lengths needs its lengths file")
+        workload["lengths"] = {"kind": "corpus", "path": str(lengths_file), "order": "in_order",
+                               "prompt_column": "prompt_tokens",
+                               "output_column": "output_tokens"}
+    else:
+        workload["prompt_tokens"] = {"kind": "fixed", "value": case.prompt_tokens}
+        workload["output_tokens"] = {"kind": "fixed", "value": case.output_tokens}
+    return workload
 
 
 def engine_arm(engine: EngineProfile, case: MeasuredCase) -> dict[str, Any]:
@@ -103,11 +145,16 @@ def engine_arm(engine: EngineProfile, case: MeasuredCase) -> dict[str, Any]:
     else:
         # batchsim's unchunked policy needs a step to hold a whole request (vLLM's rule);
         # TensorRT-LLM only needs the prompt to fit. The budget is raised to the request.
-        arm["max_num_batched_tokens"] = max(scheduler.token_budget,
-                                            case.prompt_tokens + case.output_tokens)
+        arm["max_num_batched_tokens"] = max(scheduler.token_budget, longest_request(case))
     if scheduler.reserve is not None:
         # The benchmark asks for exactly the output length (max_tokens = osl, EOS ignored),
         # which is what the engine reserves against.
         arm["admission_reserve"] = {**scheduler.reserve.model_dump(),
-                                    "assumed_max_new_tokens": case.output_tokens}
+                                    "assumed_max_new_tokens": _longest_output(case)}
     return arm
+
+
+def _longest_output(case: MeasuredCase) -> int:
+    if case.request_lengths:
+        return max(output for _, output in case.request_lengths)
+    return case.output_tokens

@@ -10,7 +10,8 @@ A row that cannot be read is kept with the reason, never dropped.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +26,9 @@ class ReplayError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class MeasuredCase:
-    """One measured benchmark: a closed loop of `concurrency` users, fixed lengths."""
+    """One measured benchmark: a closed loop of `concurrency` users with fixed lengths (an
+    aggregate row), or the very requests a benchmark client sent (`request_lengths`, in send
+    order), in a closed loop or, with a `request_rate`, an open one."""
 
     case_id: str
     source: str  # file:line
@@ -38,8 +41,17 @@ class MeasuredCase:
     prompt_tokens: int
     output_tokens: int
     concurrency: int
-    ttft_s: float
-    tpot_s: float
+    ttft_s: float  # mean
+    tpot_s: float  # mean
+    # (prompt, output) tokens of each request in send order; empty: every request has
+    # `prompt_tokens` and `output_tokens` and the replay's client decides how many are sent.
+    request_lengths: tuple[tuple[int, int], ...] = ()
+    # Every figure the benchmark reported, by client_figures.FIGURES name (seconds, per s).
+    measured: Mapping[str, float] = field(default_factory=dict)
+    # Requests per second of an open loop (gamma gaps of this `burstiness`, the shape
+    # parameter); None: a closed loop of `concurrency` users.
+    request_rate: float | None = None
+    burstiness: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +120,8 @@ def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
         prompt_tokens=int(values["isl"]), output_tokens=int(values["osl"]),
         concurrency=int(values["batch_size"]),
         ttft_s=values["silicon_ttft_ms"] / 1000.0, tpot_s=values["silicon_tpot_ms"] / 1000.0,
+        measured={"ttft_mean": values["silicon_ttft_ms"] / 1000.0,
+                  "tpot_mean": values["silicon_tpot_ms"] / 1000.0},
     )
 
 

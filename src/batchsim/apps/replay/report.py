@@ -13,7 +13,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from batchsim.apps.replay.score import SUMMARY_HEADERS, summary_cells
+from batchsim.apps.replay.score import (
+    EXTRA_FIGURES,
+    SUMMARY_HEADERS,
+    figure_summary,
+    percent,
+    summary_cells,
+)
 from batchsim.apps.report.figures import Drawing, NoPlot, PlotSpec, render_plots
 from batchsim.apps.report.page import html_document, plot_section
 from batchsim.apps.report.style import PLAIN, arm_colour, figure_legend
@@ -68,6 +74,27 @@ def _error_by_concurrency(cases: pd.DataFrame) -> Drawing:
     return Drawing(figure)
 
 
+def _figure_errors(cases: pd.DataFrame) -> Drawing:
+    """The error of each further figure the inputs report (per-request JSON results): one
+    row per figure, one dot per case."""
+    figures = [f for f in EXTRA_FIGURES if f"{f}_error" in cases]
+    if not figures:
+        raise NoPlot("the inputs report mean TTFT and TPOT only (aggregate rows)")
+    figure = Figure(figsize=(8.0, 0.42 * len(figures) + 1.4))
+    axes = figure.add_subplot()
+    axes.axvspan(-_BAND * 100, _BAND * 100, color="0.9", lw=0)
+    axes.axvline(0.0, color="0.4", lw=1)
+    for row, name in enumerate(figures):
+        errors = cases[f"{name}_error"].to_numpy(dtype=float) * 100
+        errors = errors[~np.isnan(errors)]
+        axes.scatter(errors, np.full(errors.size, row), s=14, alpha=0.7, color=arm_colour(0))
+    axes.set_yticks(range(len(figures)), figures)
+    axes.invert_yaxis()
+    axes.set(xlabel="simulated / measured − 1 (%)")
+    figure.tight_layout()
+    return Drawing(figure)
+
+
 PLOTS: list[PlotSpec[pd.DataFrame]] = [
     PlotSpec("replay_ttft", "Mean TTFT, simulated against measured",
              "One dot per case, coloured by engine; the grey band is ±20%. Dots below the "
@@ -79,13 +106,33 @@ PLOTS: list[PlotSpec[pd.DataFrame]] = [
     PlotSpec("replay_error_by_concurrency", "Error against concurrency",
              "Where the error comes from: a per-request cost shows at few users, engine "
              "overheads and scheduling at many.", _error_by_concurrency),
+    PlotSpec("replay_figures", "Every figure the results report: the error",
+             "Per-request results (vllm bench serve, SGLang, AIPerf) give percentiles, ITL, "
+             "E2E and throughput: one row each, one dot per case, the grey band ±20%.",
+             _figure_errors),
 ]
+
 
 def _summary_html(summary: pd.DataFrame) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in SUMMARY_HEADERS)
     rows = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in summary_cells(row))
                    + "</tr>" for row in summary.to_dict("records"))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _figures_html(cases: pd.DataFrame) -> str:
+    figures = figure_summary(cases)
+    if figures.empty:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("figure", "cases", "median |err|", "p90 |err|",
+                                              "bias"))
+    rows = "".join(
+        f"<tr><td>{escape(str(row['figure']))}</td><td>{row['cases']}</td>"
+        + "".join(f"<td>{escape(percent(row[key]))}</td>"
+                  for key in ("median_abs", "p90_abs", "median_signed")) + "</tr>"
+        for row in figures.to_dict("records"))
+    return ("<h2>Every figure the results report</h2>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
 
 
 def write_replay_report(out: Path, cases: pd.DataFrame, summary: pd.DataFrame,
@@ -99,7 +146,8 @@ def write_replay_report(out: Path, cases: pd.DataFrame, summary: pd.DataFrame,
     body = ["<h1>batchsim replay: simulated against measured</h1>",
             "<p class=\"context\">Error = simulated / measured − 1 of each case's mean; "
             f"{not_simulated} row(s) were not simulated (replay.json lists each with its "
-            "reason).</p>", _summary_html(summary), *(plot_section(p) for p in plots),
+            "reason).</p>", _summary_html(summary), _figures_html(cases),
+            *(plot_section(p) for p in plots),
             "<footer>Built from replay.parquet and replay.json in this folder.</footer>"]
     path = out / REPORT_HTML
     path.write_text(html_document("batchsim replay", body), encoding="utf-8")

@@ -12,25 +12,29 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from batchsim.apps.replay.client_figures import FIGURES
 from batchsim.apps.replay.measured import Unreplayed
 from batchsim.apps.replay.simulate import ReplayedCase
 from batchsim.apps.replay.split import is_held_out
 
 GROUP = ["engine", "gpu", "model"]
-METRICS = ("ttft", "tpot")
+METRICS = ("ttft", "tpot")  # their means, in every replay (columns measured_ttft_s, ...)
+EXTRA_FIGURES = tuple(f for f in FIGURES if f not in ("ttft_mean", "tpot_mean"))
+"""Figures only some inputs report (per-request files): percentiles, ITL, E2E, throughput."""
 
 
 def case_table(replayed: Sequence[ReplayedCase]) -> pd.DataFrame:
-    """One row per simulated case: its deployment, measured and simulated means, errors."""
+    """One row per simulated case: its deployment, measured and simulated means, errors; and
+    each further figure that any case's input reports (NaN where a case's does not)."""
     rows = []
     for r in replayed:
         c = r.case
         rows.append({
             "case_id": c.case_id, "source": c.source, "engine": c.engine, "gpu": c.gpu,
             "model": c.model, "quantization": c.quantization, "tensor_parallel": c.tensor_parallel,
-            "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
-            "concurrency": c.concurrency, "measured_ttft_s": c.ttft_s,
-            "simulated_ttft_s": r.ttft_s, "measured_tpot_s": c.tpot_s,
+            "pipeline_parallel": c.pipeline_parallel, "prompt_tokens": c.prompt_tokens,
+            "output_tokens": c.output_tokens, "concurrency": c.concurrency,
+            "measured_ttft_s": c.ttft_s, "simulated_ttft_s": r.ttft_s, "measured_tpot_s": c.tpot_s,
             "simulated_tpot_s": r.tpot_s, "preemptions": r.preemptions,
             "engine_profile": r.engine_profile, "held_out": is_held_out(c.case_id),
         })
@@ -38,11 +42,23 @@ def case_table(replayed: Sequence[ReplayedCase]) -> pd.DataFrame:
     for metric in METRICS:
         table[f"{metric}_error"] = (table[f"simulated_{metric}_s"]
                                     / table[f"measured_{metric}_s"] - 1.0)
+    for figure in reported_figures(replayed):
+        measured = [r.case.measured.get(figure, np.nan) for r in replayed]
+        simulated = [r.simulated.get(figure, np.nan) for r in replayed]
+        table[f"measured_{figure}"] = np.array(measured, dtype=float)
+        table[f"simulated_{figure}"] = np.array(simulated, dtype=float)
+        table[f"{figure}_error"] = table[f"simulated_{figure}"] / table[f"measured_{figure}"] - 1
     return table
 
 
+def reported_figures(replayed: Sequence[ReplayedCase]) -> list[str]:
+    """The further figures (EXTRA_FIGURES) that at least one case's input reports."""
+    return [f for f in EXTRA_FIGURES if any(f in r.case.measured for r in replayed)]
+
+
 _CASE_COLUMNS = ["case_id", "source", "engine", "gpu", "model", "quantization",
-                 "tensor_parallel", "prompt_tokens", "output_tokens", "concurrency",
+                 "tensor_parallel", "pipeline_parallel", "prompt_tokens", "output_tokens",
+                 "concurrency",
                  "measured_ttft_s", "simulated_ttft_s", "measured_tpot_s", "simulated_tpot_s",
                  "preemptions", "engine_profile", "held_out"]
 
@@ -83,6 +99,21 @@ def _select(table: pd.DataFrame, key: dict[str, str]) -> pd.DataFrame:
     for column, value in key.items():
         mask &= (table[column] == value).to_numpy()
     return table[mask]
+
+
+def figure_summary(cases: pd.DataFrame) -> pd.DataFrame:
+    """Per further figure in `cases` (columns `<figure>_error`): cases and error figures."""
+    rows = []
+    for figure in EXTRA_FIGURES:
+        if f"{figure}_error" not in cases:
+            continue
+        errors = cases[f"{figure}_error"].to_numpy(dtype=float)
+        errors = errors[~np.isnan(errors)]
+        rows.append({"figure": figure, "cases": int(errors.size),
+                     **{key.removeprefix("x_"): value
+                        for key, value in error_figures("x", errors).items()}})
+    return pd.DataFrame(rows, columns=["figure", "cases", "median_abs", "p90_abs",
+                                       "median_signed", "too_fast"])
 
 
 def error_figures(metric: str, errors: np.ndarray) -> dict[str, float | None]:

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import numpy as np
+import pandas as pd
 
 from batchsim.apps.api import (
     ArmError,
@@ -17,9 +22,17 @@ from batchsim.apps.api import (
     WorkloadError,
     run,
 )
-from batchsim.apps.replay.deployment import REPLAY_ARM, BenchmarkClient, case_experiment
+from batchsim.apps.replay.client_figures import client_figures
+from batchsim.apps.replay.deployment import (
+    REPLAY_ARM,
+    BenchmarkClient,
+    case_experiment,
+    lengths_csv,
+)
 from batchsim.apps.replay.measured import MeasuredCase, Unreplayed
 from batchsim.experiment.engine_profile import EngineProfile, load_engine_profile
+from batchsim.experiment.runner import ArmResult
+from batchsim.metrics.summary import weighted_distribution
 
 _CANNOT_RUN = (ArmError, ConfigError, EngineProfileError, HardwareError, ModelDoesNotFitError,
                ModelError, WorkloadError)
@@ -27,14 +40,16 @@ _CANNOT_RUN = (ArmError, ConfigError, EngineProfileError, HardwareError, ModelDo
 
 @dataclass(frozen=True, slots=True)
 class ReplayedCase:
-    """A measured case and what the simulation predicts for it (means over the measured
-    requests: every one after the client's warm-up)."""
+    """A measured case and what the simulation predicts for it, over the measured requests
+    (every one after the client's warm-up)."""
 
     case: MeasuredCase
     ttft_s: float  # simulated mean time to first token
     tpot_s: float  # simulated mean time per output token
     preemptions: int
     engine_profile: str  # the engine profile it ran with
+    # Every client figure of the simulated run (client_figures.FIGURES names).
+    simulated: Mapping[str, float] = field(default_factory=dict)
 
 
 class EngineChoice:
@@ -93,19 +108,33 @@ def _replay_packed(item: tuple[MeasuredCase, BenchmarkClient, EngineProfile],
 def replay_case(case: MeasuredCase, client: BenchmarkClient,
                 engine: EngineProfile) -> ReplayedCase | str:
     """One case simulated, or why it cannot be (the error batchsim gives for its deployment)."""
-    experiment = case_experiment(case, client, engine)
-    if isinstance(experiment, str):
-        return experiment
-    try:
-        results = run(experiment)
-    except _CANNOT_RUN as err:
-        return str(err).splitlines()[0]
+    with TemporaryDirectory(prefix="batchsim-replay-") as folder:
+        lengths_file = Path(folder) / "lengths.csv"
+        if case.request_lengths:
+            lengths_file.write_text(lengths_csv(case), encoding="utf-8")
+        experiment = case_experiment(case, client, engine, lengths_file)
+        if isinstance(experiment, str):
+            return experiment
+        try:
+            results = run(experiment, keep_token_gaps=True)
+        except _CANNOT_RUN as err:
+            return str(err).splitlines()[0]
     [arm] = [arm for arm in results.result.arms if arm.name == REPLAY_ARM]
     requests = arm.requests.sort_values("arrival_s", kind="stable")
-    measured = requests.iloc[case.concurrency * client.warmup_per_user:]
+    measured = requests.iloc[client.warmup(case):]
     unfinished = int((~measured["finished"]).sum())
     if unfinished:
         first = measured.loc[~measured["finished"], "reject_reason"].iloc[0]
         return f"{unfinished} simulated request(s) not served: {first}"
-    return ReplayedCase(case, float(measured["ttft_s"].mean()), float(measured["tpot_s"].mean()),
-                        int(requests["preemptions"].sum()), engine.ref)
+    figures = measured_figures(arm, measured)
+    return ReplayedCase(case, figures["ttft_mean"], figures["tpot_mean"],
+                        int(requests["preemptions"].sum()), engine.ref, figures)
+
+
+def measured_figures(arm: ArmResult, measured: pd.DataFrame) -> dict[str, float]:
+    """The client figures of the `measured` requests of `arm` (run with its token gaps)."""
+    assert arm.token_gaps is not None, "the arm was run without keeping its token gaps"
+    counted = np.zeros(len(arm.requests), dtype=bool)
+    counted[measured["request_id"].to_numpy()] = True
+    gaps = weighted_distribution(*arm.token_gaps.values_and_weights(counted))
+    return client_figures(measured, gaps)

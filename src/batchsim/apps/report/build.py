@@ -17,6 +17,7 @@ from batchsim.apps.report.sweep_page import render_sweep_page
 from batchsim.apps.report.sweep_plots import SWEEP_PLOTS
 from batchsim.apps.report.sweep_results import is_sweep, load_sweep
 from batchsim.apps.report.timeline_plots import TIMELINES
+from batchsim.experiment.output_folder import naming
 
 REPORT_FILE = "report.html"
 PLOTS_DIR = "plots"
@@ -39,7 +40,8 @@ def write_report(folder: Path) -> Path:
         page = render_page(results, plots)
     _write_plots(folder / PLOTS_DIR, plots)
     report = folder / REPORT_FILE
-    report.write_text(page, encoding="utf-8")
+    with naming(report):  # a full disk shows at write or close, which name no file
+        report.write_text(page, encoding="utf-8")
     return report
 
 
@@ -48,6 +50,7 @@ def _write_plots(plots_dir: Path, plots: list[RenderedPlot]) -> None:
     for plot in plots:
         png = plots_dir / f"{plot.spec.name}.png"
         if plot.png is not None:
-            png.write_bytes(plot.png)
+            with naming(png):
+                png.write_bytes(plot.png)
         else:  # a plot from an earlier report of this folder would contradict the page
             png.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -29,8 +30,63 @@ def sweep_axes(exp: Experiment, params: list[str]) -> list[SweepAxis]:
 SWEEP_FILES = ("summary.json", "sweep.parquet", "report.html")
 
 
+@dataclass(slots=True)
+class SweepTally:
+    """The runs of a sweep so far, for what the console says of them."""
+
+    folder: Path | None = None
+    runs: int = 0  # planned
+    complete: int = 0  # read back or written
+    read_back: int = 0  # of those, complete on disk before this sweep
+    arms: int = 0  # arm results of the complete runs
+    read_back_arms: int = 0
+    simulated: int = 0  # arms simulated by this sweep
+
+    def add(self, outcome: RunOutcome) -> None:
+        self.complete += 1
+        self.arms += len(outcome.rows)
+        self.simulated += outcome.simulated
+        if outcome.skipped:
+            self.read_back += 1
+            self.read_back_arms += len(outcome.rows)
+
+    def arms_line(self) -> str:
+        """How each arm result was obtained: simulated, reused or read back."""
+        per_run = self.arms // self.runs if self.runs else 0
+        shape = f" ({self.runs} runs x {per_run} arms)" if per_run * self.runs == self.arms else ""
+        reused = self.arms - self.simulated - self.read_back_arms
+        parts = [f"{self.simulated} simulated"]
+        if reused:
+            parts.append(f"{reused} reused from a run where the arm's configuration was "
+                         "identical")
+        if self.read_back:
+            parts.append(f"{self.read_back_arms} read back: {self.read_back} runs were "
+                         "already complete")
+        return f"{self.arms} arm results{shape}: " + ", ".join(parts)
+
+    def interrupted_line(self) -> str:
+        if self.folder is None or not self.runs:
+            return "interrupted before any run started"
+        return (f"interrupted: {self.complete} of {self.runs} runs are complete in "
+                f"{self.folder}; run the same command again to resume (complete runs are "
+                "read back, not simulated again)")
+
+
 def run_sweep_command(file: Path, overrides: list[str], params: list[str], out: Path | None,
                       *, jobs: int, executor: str, address: str | None) -> None:
+    tally = SweepTally()
+    try:
+        _run_sweep_command(file, overrides, params, out, tally, jobs=jobs, executor=executor,
+                           address=address)
+    except KeyboardInterrupt:
+        # One line, no traceback: the executor has already stopped its workers.
+        Console(stderr=True).print(tally.interrupted_line(), highlight=False, soft_wrap=True)
+        raise SystemExit(130) from None
+
+
+def _run_sweep_command(file: Path, overrides: list[str], params: list[str], out: Path | None,
+                       tally: SweepTally, *, jobs: int, executor: str,
+                       address: str | None) -> None:
     console = Console()
     exp, _ = load_experiment(file, overrides)
     axes = sweep_axes(exp, params)
@@ -40,22 +96,20 @@ def run_sweep_command(file: Path, overrides: list[str], params: list[str], out: 
     out_dir = output_folder(out, exp, SWEEP_FILES, command="sweep")
     plan = plan_sweep(file, overrides, axes, exp.replications, out_dir)
     runner = make_executor(executor, jobs=jobs, address=address)
+    tally.folder, tally.runs = out_dir, len(plan.tasks)
     console.print(f"sweeping {exp.name}: {len(plan.points)} points x {len(plan.seeds)} "
                   f"replications = {len(plan.tasks)} runs", highlight=False)
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task("runs", total=len(plan.tasks))
-        skipped = 0
 
         def done(task: RunTask, outcome: RunOutcome) -> None:
-            nonlocal skipped
-            skipped += outcome.skipped
+            tally.add(outcome)
             progress.advance(bar)
 
         rows = run_sweep(plan, runner, on_done=done)
-    if skipped:
-        console.print(f"{skipped} runs were already complete and were not run again")
+    console.print(tally.arms_line(), highlight=False, soft_wrap=True)
     print_sweep_table(rows, console)
     for path in write_sweep_summary(out_dir, exp, plan, rows):
         console.print(f"wrote {path}", highlight=False)

@@ -8,6 +8,7 @@ given, the last parameter varying fastest.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -59,10 +60,19 @@ def parse_axis(text: str) -> SweepAxis:
     return SweepAxis(key, tuple(values))
 
 
+MAX_POINTS = 100_000
+"""The largest grid a sweep runs: counted before a single point is built."""
+
+
 def grid(axes: list[SweepAxis]) -> list[SweepPoint]:
     """Every combination of the axes' values; no axes gives the one point of a plain run."""
     names = [axis.parameter for axis in axes]
     if len(set(names)) != len(names):
         raise ConfigError(f"sweep: a parameter is swept twice ({', '.join(names)})")
+    points = math.prod(len(axis.values) for axis in axes)
+    if points > MAX_POINTS:
+        sizes = " x ".join(str(len(axis.values)) for axis in axes)
+        raise ConfigError(f"sweep: {sizes} = {points:,} points; at most {MAX_POINTS:,} (each "
+                          "point is a run with a folder of its own)")
     combos = itertools.product(*(axis.values for axis in axes))
     return [SweepPoint(i, dict(zip(names, combo, strict=True))) for i, combo in enumerate(combos)]

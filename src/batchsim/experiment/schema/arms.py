@@ -63,8 +63,9 @@ class StaticArm(ConfigModel):
     """Selects this policy."""
     max_batch_size: AtLeastOne = 32
     """Requests per batch."""
-    max_wait_s: NonNegative = 0.0
-    """How long a partial batch waits for more requests once the first one is queued."""
+    max_wait_s: Annotated[NonNegative, Field(le=3600)] = 0.0
+    """How long a partial batch waits for more requests once the first one is queued; at
+    most an hour (a longer wait only stretches the run, and its time series, to no end)."""
     max_output_tokens: AtLeastOne = 2048
     """Per-slot output reservation: each slot reserves KV cache for its prompt plus this many
     tokens; requests with a longer output are rejected with a reason."""

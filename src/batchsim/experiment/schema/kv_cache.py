@@ -16,5 +16,6 @@ class KVCacheConfig(ConfigModel):
     prefix_caching: bool = False
     """Keep full prompt blocks cached after their request leaves (reference counts, LRU
     eviction, vLLM v1's design) so that a request whose leading blocks are cached skips their
-    prefill. Needs prefix block ids: a Mooncake trace or `sessions` arrivals. Applies to
-    `continuous` and `chunked_prefill` arms."""
+    prefill. Sharing between requests needs prefix block ids (a Mooncake trace or `sessions`
+    arrivals); a request preempted by recompute finds its own computed blocks again without
+    them. Applies to `continuous` and `chunked_prefill` arms."""

@@ -137,3 +137,7 @@ class CorpusLengths(ConfigModel):
     """Column of prompt token counts (integers >= 1)."""
     output_column: str = Field(default="num_decode_tokens", min_length=1)
     """Column of output token counts (integers >= 1)."""
+    order: Literal["random", "in_order"] = "random"
+    """`random`: each request gets a row drawn at random (with replacement); `in_order`:
+    request i gets row i (the rows again from the first when there are more requests than
+    rows), e.g. to replay a benchmark's requests in the order its client sent them."""

@@ -95,6 +95,11 @@ class WorkloadConfig(ConfigModel):
             for key in ("prompt_tokens", "output_tokens"):
                 if getattr(self, key) is not None:
                     raise rule_error(key, "not allowed with lengths, the corpus gives both")
+            if kind == "sessions" and self.lengths.order == "in_order":
+                # A session draws its turns' messages as it goes: there is no request order
+                # for the rows to follow.
+                raise rule_error("lengths.order", "in_order is not available with sessions "
+                                 "arrivals (expected random)")
             return self._one_stop_rule()
         for key in ("prompt_tokens", "output_tokens"):
             if getattr(self, key) is None:

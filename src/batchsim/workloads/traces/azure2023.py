@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from batchsim.workloads.errors import WorkloadError
+from batchsim.workloads.errors import WorkloadError, shown
 from batchsim.workloads.traces.csv_text import first_line_where, positive_int_column, read_csv_text
 from batchsim.workloads.traces.raw import RawTrace, TraceOptions
 
@@ -41,7 +41,7 @@ def parse_azure2023(path: Path) -> RawTrace:
     header = tuple(frame.columns)
     if header != AZURE2023_HEADER:
         raise WorkloadError(
-            f"{path}:1: header is {','.join(header)!r} "
+            f"{path}:1: header is {shown(','.join(header))} "
             f"(expected {','.join(AZURE2023_HEADER)!r} for format 'azure2023')"
         )
     if frame.empty:
@@ -115,7 +115,7 @@ def _parse_timestamps(text: pd.Series, path: Path) -> np.ndarray:
     if failed.any():
         line = first_line_where(text.index, failed)
         value = str(text.loc[line]).strip()
-        what = "missing TIMESTAMP" if not value else f"unparseable TIMESTAMP {value!r}"
+        what = "missing TIMESTAMP" if not value else f"unparseable TIMESTAMP {shown(value)}"
         raise WorkloadError(f"{path}:{line}: {what} (expected e.g. {_AZURE_TIME_EXAMPLE!r})")
     return parsed.view(np.int64)
 

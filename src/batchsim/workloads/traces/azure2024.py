@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batchsim.workloads.errors import WorkloadError
+from batchsim.workloads.errors import WorkloadError, shown
 from batchsim.workloads.traces.checks import datetime_column_ns
 from batchsim.workloads.traces.csv_text import positive_int_column, read_csv_text
 from batchsim.workloads.traces.raw import RawTrace, TraceOptions
@@ -28,7 +28,7 @@ def parse_azure2024(path: Path, options: TraceOptions) -> RawTrace:
     header = tuple(frame.columns)
     if header != HEADER:
         raise WorkloadError(
-            f"{path}:1: header is {','.join(header)!r} "
+            f"{path}:1: header is {shown(','.join(header))} "
             f"(expected {','.join(HEADER)!r} for format 'azure2024')"
         )
     if frame.empty:

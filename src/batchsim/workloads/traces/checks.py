@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from batchsim.workloads.errors import WorkloadError
+from batchsim.workloads.errors import WorkloadError, shown
 from batchsim.workloads.traces.csv_text import _describe_bad_count, first_line_where
 from batchsim.workloads.traces.raw import NS_PER_UNIT
 
@@ -39,7 +39,7 @@ def nonnegative_number_column(frame: pd.DataFrame, column: str, path: Path,
     if bad.any():
         line = first_line_where(frame.index, bad)
         value = str(text.loc[line])
-        what = f"missing {column}" if not value else f"{column} {value!r} is not a number >= 0"
+        what = f"missing {column}" if not value else f"{column} {shown(value)} is not a number >= 0"
         raise WorkloadError(f"{path}:{line}: {what} (expected {expected})")
     return values
 
@@ -68,7 +68,7 @@ def datetime_column_ns(frame: pd.DataFrame, column: str, path: Path,
     if failed.any():
         line = first_line_where(frame.index, failed)
         value = str(text.loc[line])
-        what = f"missing {column}" if not value else f"unparseable {column} {value!r}"
+        what = f"missing {column}" if not value else f"unparseable {column} {shown(value)}"
         raise WorkloadError(f"{path}:{line}: {what} (expected e.g. {example!r})")
     return parsed.view(np.int64)
 

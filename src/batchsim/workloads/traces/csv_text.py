@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from batchsim.workloads.errors import WorkloadError
+from batchsim.workloads.errors import WorkloadError, shown
 
 # Line 1 is the header, so data row i (0-based, blank lines kept) sits on file line i + 2.
 # This assumes one physical line per record, i.e. no quoted fields with embedded newlines;
@@ -110,11 +110,11 @@ def _describe_bad_count(column: str, value: str) -> str:
     if not stripped:
         return f"missing {column} (expected an integer >= 1)"
     if stripped.isascii() and stripped.isdigit():
-        return f"{column} {stripped!r} is too large (expected at most 18 digits)"
+        return f"{column} {shown(stripped)} is too large (expected at most 18 digits)"
     try:
         number = float(stripped)
     except ValueError:
-        return f"{column} {stripped!r} is not a number (expected an integer >= 1)"
+        return f"{column} {shown(stripped)} is not a number (expected an integer >= 1)"
     if number < 0:
-        return f"{column} {stripped!r} is negative (expected an integer >= 1)"
-    return f"{column} {stripped!r} is not a whole number (expected an integer >= 1)"
+        return f"{column} {shown(stripped)} is negative (expected an integer >= 1)"
+    return f"{column} {shown(stripped)} is not a whole number (expected an integer >= 1)"

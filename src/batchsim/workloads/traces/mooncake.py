@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from batchsim.workloads.errors import WorkloadError
+from batchsim.workloads.errors import WorkloadError, shown
 from batchsim.workloads.prefix_blocks import MOONCAKE_BLOCK_TOKENS, PrefixBlocks
 from batchsim.workloads.traces.raw import RawTrace, TraceOptions
 
@@ -85,7 +85,7 @@ def _is_number(value: Any) -> bool:
 def _time_ms(row: dict[str, Any], where: str) -> float:
     value = _field(row, "timestamp", where)
     if not (_is_number(value) and math.isfinite(value) and value >= 0):
-        raise WorkloadError(f"{where}: timestamp {value!r} is not a number >= 0 "
+        raise WorkloadError(f"{where}: timestamp {shown(value)} is not a number >= 0 "
                             "(expected milliseconds from the start of the trace)")
     return float(value)
 
@@ -93,7 +93,7 @@ def _time_ms(row: dict[str, Any], where: str) -> float:
 def _count(row: dict[str, Any], key: str, where: str) -> int:
     value = _field(row, key, where)
     if not (_is_number(value) and float(value).is_integer() and value >= 1):
-        raise WorkloadError(f"{where}: {key} {value!r} is not an integer >= 1 "
+        raise WorkloadError(f"{where}: {key} {shown(value)} is not an integer >= 1 "
                             "(every request has at least one token)")
     return int(value)
 

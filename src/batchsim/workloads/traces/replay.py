@@ -83,6 +83,10 @@ def resolve_trace_path(spec: str, base_dir: Path) -> Path:
         return Path(str(files("batchsim.data").joinpath(_SHIPPED_FILES[spec])))
     given = Path(spec).expanduser()
     resolved = given if given.is_absolute() else base_dir / given
+    if resolved.exists() and not resolved.is_file() and not resolved.is_dir():
+        # A FIFO or a device would block the read (or never end): refuse it unread.
+        raise WorkloadError(f"trace file {spec!r}: {resolved} is not a regular file (a pipe, "
+                            "socket or device); expected a trace file")
     if not resolved.is_file():
         shipped = ", ".join(sorted(SHIPPED_TRACES))
         raise WorkloadError(

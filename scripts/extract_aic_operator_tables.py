@@ -1,0 +1,142 @@
+"""Cut the operator tables `batchsim calibrate fit` reads out of the aiconfigurator-core wheel.
+
+    python scripts/extract_aic_operator_tables.py WHEEL OUT_DIR
+
+NVIDIA's `aiconfigurator-core` 0.12.0 (PyPI, Apache-2.0) ships measured per-operator latencies
+under `aiconfigurator_core/systems/data/<gpu>/<operator>/<framework>/<version>/*.parquet`. This
+writes the subsets the shipped profiles are fitted on as CSVs in the columns of
+../shared/data/calibration/gpu_ops/ (docs/how-to/calibrate.md), and `provenance.yaml` beside
+them: for each CSV, the wheel, the member it was cut from and the rows kept. `calibrate fit`
+copies that line into the profile it writes.
+
+Only operator tables are read: a member outside `systems/data/<gpu>/{gemm,attention,comm}/`, or
+one named like the wheel's end-to-end samples, is refused. Those end-to-end rows are held out
+for validating the simulator and must never reach a fit.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+PACKAGE = "aiconfigurator-core"
+_DATA = "aiconfigurator_core/systems/data/"
+_OPERATOR_MEMBER = re.compile(
+    r"^aiconfigurator_core/systems/data/[a-z0-9_]+/(gemm|attention|comm)/[^/]+/[^/]+/[^/]+\.parquet$"
+)
+# Columns the shared tables drop: constant per file, or not read by the fit.
+_DROPPED = ("framework", "op_name", "beam_width")
+
+Filter = Callable[[pd.DataFrame], pd.DataFrame]
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """One CSV: which wheel member, which rows (as code and in words), which columns."""
+
+    out_name: str
+    member: str  # path inside the wheel, below _DATA
+    rows: Filter
+    description: str
+    drop_columns: bool = True
+
+
+def _gemm(dtype: str) -> Filter:
+    return lambda frame: frame[frame["gemm_dtype"] == dtype]
+
+
+def _bf16_attention(frame: pd.DataFrame) -> pd.DataFrame:
+    keep = (
+        (frame["attn_dtype"] == "bfloat16")
+        & (frame["kv_cache_dtype"] == "bfloat16")
+        & (frame["window_size"] == 0)
+    )
+    return frame[keep]
+
+
+def _all(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame
+
+
+_GEMM_TAGS = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
+_ATTENTION_ROWS = "rows with attn_dtype == bfloat16; kv_cache_dtype == bfloat16; window_size == 0"
+
+
+def cuts() -> list[Cut]:
+    """The tables the shipped profiles are fitted on (vLLM 0.24.0 kernels throughout)."""
+    tables = [
+        Cut(f"{gpu}_gemm_perf_{tag}.csv.gz", f"{gpu}/gemm/vllm/0.24.0/gemm_perf.parquet",
+            _gemm(dtype), f"rows with gemm_dtype == {dtype}")
+        for gpu in ("h100_sxm", "h200_sxm", "b200_sxm")
+        for dtype, tag in _GEMM_TAGS.items()
+    ]
+    for gpu in ("h100_sxm", "h200_sxm", "b200_sxm"):
+        for kind in ("context", "generation"):
+            tables.append(Cut(
+                f"{gpu}_{kind}_attention_perf_bf16.csv.gz",
+                f"{gpu}/attention/vllm/0.24.0/{kind}_attention_perf.parquet",
+                _bf16_attention, _ATTENTION_ROWS))
+    # Whole files, as the shared tables keep them (the fit picks the all-reduce rows). The
+    # H100 and H200 versions are those their profiles were first fitted on; the B200's is the
+    # newest its tables hold, the H200's as well.
+    for gpu, nccl in (("h100_sxm", "2.27.3"), ("h200_sxm", "2.29.2"), ("b200_sxm", "2.29.2")):
+        tables.append(Cut(f"{gpu}_nccl_{nccl}.csv", f"{gpu}/comm/nccl/{nccl}/nccl_perf.parquet",
+                          _all, "all rows", drop_columns=False))
+    return tables
+
+
+def read_member(wheel: zipfile.ZipFile, member: str) -> pd.DataFrame:
+    """One operator table of the wheel; anything but an operator table is refused."""
+    path = _DATA + member
+    if not _OPERATOR_MEMBER.match(path) or "silicon" in path.lower():
+        raise SystemExit(f"{path}: not an operator table; refusing to read it")
+    return pd.read_parquet(io.BytesIO(wheel.read(path)))
+
+
+def write_cut(frame: pd.DataFrame, cut: Cut, out: Path) -> int:
+    rows = cut.rows(frame)
+    if cut.drop_columns:
+        rows = rows.drop(columns=[c for c in _DROPPED if c in rows.columns])
+    path = out / cut.out_name
+    if path.suffix == ".gz":
+        # mtime=0: the same wheel gives the same bytes.
+        with gzip.GzipFile(path, "wb", mtime=0) as handle:
+            handle.write(rows.to_csv(index=False).encode())
+    else:
+        path.write_text(rows.to_csv(index=False), encoding="utf-8")
+    return len(rows)
+
+
+def main(wheel_path: Path, out: Path) -> None:
+    version = re.search(r"-(\d+\.\d+\.\d+)-", wheel_path.name)
+    if version is None:
+        raise SystemExit(f"{wheel_path}: expected an {PACKAGE} wheel named like "
+                         "aiconfigurator_core-0.12.0-...whl")
+    out.mkdir(parents=True, exist_ok=True)
+    provenance = {}
+    with zipfile.ZipFile(wheel_path) as wheel:
+        for cut in cuts():
+            rows = write_cut(read_member(wheel, cut.member), cut, out)
+            provenance[cut.out_name] = (
+                f"{PACKAGE} {version[1]} (PyPI, Apache-2.0): {_DATA}{cut.member}; "
+                f"{cut.description}"
+            )
+            print(f"wrote {out / cut.out_name}: {rows} rows")
+    (out / "provenance.yaml").write_text(yaml.safe_dump(provenance, width=200),
+                                         encoding="utf-8")
+    print(f"wrote {out / 'provenance.yaml'}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    main(Path(sys.argv[1]), Path(sys.argv[2]))
