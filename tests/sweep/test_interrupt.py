@@ -7,6 +7,7 @@ the sweep runs in a session of its own and the signal goes to its group."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -138,3 +140,23 @@ def test_ctrl_c_while_the_workers_start_stops_without_a_traceback(sweep: Sweep) 
     time.sleep(IMPORTING_S)
     sweep.ctrl_c()
     _assert_stopped_cleanly(sweep)
+
+
+def test_sigkill_mid_sweep_leaves_only_complete_point_folders(sweep: Sweep) -> None:
+    """No handler runs on SIGKILL: whatever was being written, a point folder is complete
+    (its summary last, every table readable) or has no summary, and the sweep's own summary
+    is not there."""
+    sweep.wait_until(lambda: sweep.complete_runs() > 1, START_WITHIN_S)
+    sweep.kill()
+    assert not (sweep.out / "summary.json").exists()
+    complete = 0
+    for point in sorted(sweep.out.glob("point-*")):
+        if not (point / "summary.json").exists():
+            continue
+        complete += 1
+        summary = json.loads((point / "summary.json").read_text(encoding="utf-8"))
+        requests = pd.read_parquet(point / "requests.parquet")
+        assert len(requests) == EXPERIMENT["workload"]["num_requests"]  # type: ignore[index]
+        assert summary["rows"][0]["metrics"]["completed"] <= len(requests)
+        pd.read_parquet(point / "timeseries.parquet")
+    assert complete >= 2

@@ -9,11 +9,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from batchsim.apps.executors import make_executor
+from batchsim.apps.interrupt import InterruptReported
 from batchsim.apps.sweep.outputs import print_sweep_table, write_sweep_summary
 from batchsim.apps.sweep.points import SweepAxis, parse_axis
 from batchsim.apps.sweep.runs import RunOutcome, RunTask, plan_sweep, run_sweep
 from batchsim.experiment.loader import ConfigError, load_experiment
-from batchsim.experiment.output_folder import output_folder
+from batchsim.experiment.output_folder import output_folder, write_errors
 from batchsim.experiment.schema import Experiment
 
 
@@ -81,7 +82,7 @@ def run_sweep_command(file: Path, overrides: list[str], params: list[str], out: 
     except KeyboardInterrupt:
         # One line, no traceback: the executor has already stopped its workers.
         Console(stderr=True).print(tally.interrupted_line(), highlight=False, soft_wrap=True)
-        raise SystemExit(130) from None
+        raise InterruptReported() from None
 
 
 def _run_sweep_command(file: Path, overrides: list[str], params: list[str], out: Path | None,
@@ -111,9 +112,10 @@ def _run_sweep_command(file: Path, overrides: list[str], params: list[str], out:
         rows = run_sweep(plan, runner, on_done=done)
     console.print(tally.arms_line(), highlight=False, soft_wrap=True)
     print_sweep_table(rows, console)
-    for path in write_sweep_summary(out_dir, exp, plan, rows):
-        console.print(f"wrote {path}", highlight=False)
-    from batchsim.apps.report.build import PLOTS_DIR, write_report  # matplotlib only when drawing
+    with write_errors(out_dir):  # a full disk is one line naming the file, not a traceback
+        for path in write_sweep_summary(out_dir, exp, plan, rows):
+            console.print(f"wrote {path}", highlight=False)
+        from batchsim.apps.report.build import PLOTS_DIR, write_report  # matplotlib on drawing
 
-    report = write_report(out_dir)
+        report = write_report(out_dir)
     console.print(f"wrote {report} (and its PNGs in {out_dir / PLOTS_DIR})", highlight=False)
