@@ -133,7 +133,10 @@ def test_on_the_reproduction_prefix_caching_stops_the_thrash_as_in_vllm():
     assert whole[0] == 0 and whole[1] < 0.1  # whole prompts wait until they fit
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+# One seed in the default run; the others with `-m slow` (the hypothesis equivalence tests
+# cover prefix caching in general).
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow),
+                                  pytest.param(3, marks=pytest.mark.slow)])
 def test_own_cached_blocks_keep_the_fast_path_exact(seed: int):
     """Recomputed requests' own cached blocks, evicted by decode growth mid-stretch, leave
     every request's timeline as stepping one by one gives it."""
