@@ -40,35 +40,36 @@ DEPLOYMENT_KEYS = {"gpu": ("gpu", "system"), "tensor_parallel": ("tensor_paralle
 def read_bench_results(path: Path, metadata: Mapping[str, str] | None = None,
                        ) -> tuple[list[MeasuredCase], list[Unreplayed]]:
     """Every run in `path` (a JSON object, or one per line): a case, or why it is not one."""
+    given = metadata or {}
     cases: list[MeasuredCase] = []
     skipped: list[Unreplayed] = []
-    for line, record, figures in _runs(path, metadata or {}):
+    for line, run in _runs(path, given):
         source = f"{path.name}:{line}"
-        case = bench_case(record, source, metadata or {}, figures)
+        case = run if isinstance(run, str) else bench_case(run[0], source, given, run[1])
         if isinstance(case, str):
-            engine = ((metadata or {}).get("engine", "") if "problem" in record
-                      else _deployment(record, metadata or {}, "engine"))
+            record = {} if isinstance(run, str) else run[0]
+            # A run with nothing read says only what --metadata gave.
+            engine = _deployment(record, given, "engine") if record else given.get("engine", "")
             skipped.append(Unreplayed(f"{path.stem}:{line}", source, str(engine),
-                                      str(_deployment(record, metadata or {}, "model")),
-                                      str(_deployment(record, metadata or {}, "gpu")), case))
+                                      str(_deployment(record, given, "model")),
+                                      str(_deployment(record, given, "gpu")), case))
         else:
             cases.append(case)
     return cases, skipped
 
 
-def _runs(path: Path, metadata: Mapping[str, str],
-          ) -> Iterator[tuple[int, dict[str, Any], dict[str, float] | None]]:
-    """(line, run, its figures when computed from per-request records) of each run: AIPerf's
-    records make one run of the whole file, a client's results one per object."""
+_Run = tuple[dict[str, Any], dict[str, float] | None]
+
+
+def _runs(path: Path, metadata: Mapping[str, str]) -> Iterator[tuple[int, _Run | str]]:
+    """(line, run) of each run: its object and its figures when computed from per-request
+    records, or why it cannot be read. AIPerf's records make one run of the whole file, a
+    client's results one per object."""
     records = list(_records(path))
     if not (records and is_aiperf_record(records[0][1])):
-        yield from ((line, record, None) for line, record in records)
+        yield from ((line, (record, None)) for line, record in records)
         return
-    run = aiperf_case(path, [record for _, record in records], metadata)
-    if isinstance(run, str):
-        yield 1, {"problem": run}, None
-    else:
-        yield 1, run[0], run[1]
+    yield 1, aiperf_case(path, [record for _, record in records], metadata)
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -118,8 +119,6 @@ def bench_case(record: Mapping[str, Any], source: str, metadata: Mapping[str, st
                figures: Mapping[str, float] | None = None) -> MeasuredCase | str:
     """The case of one run, or why it is not one; `figures` when computed from per-request
     records rather than read from the run's keys."""
-    if "problem" in record:
-        return str(record["problem"])
     lengths = _request_lengths(record)
     if isinstance(lengths, str):
         return lengths
