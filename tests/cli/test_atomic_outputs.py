@@ -24,29 +24,11 @@ from typer.testing import CliRunner
 
 from batchsim.apps.cli import app
 from batchsim.experiment.output_folder import lock_path
+from tests.atomic_checks import HOLD, KILLED_MID_MOVE, held_by_another_process, no_leftovers
 from tests.cli_checks import fails_cleanly
 from tests.validation.experiment_builder import base_experiment
 
 CLI = "import sys; from batchsim.apps.cli import app; app(sys.argv[1:])"
-# Holds a folder's lock as another live run would, until its stdin closes.
-HOLD = """import sys
-from pathlib import Path
-from batchsim.experiment.output_folder import hold_folder
-with hold_folder(Path(sys.argv[1])):
-    print("held", flush=True)
-    sys.stdin.read()
-"""
-# A run killed by SIGKILL right after it moved its first file into an existing folder.
-KILLED_MID_MOVE = """import os, signal, sys
-from batchsim.experiment import output_folder
-moved = output_folder._move
-def move_then_die(*args):
-    moved(*args)
-    os.kill(os.getpid(), signal.SIGKILL)
-output_folder._move = move_then_die
-from batchsim.apps.cli import app
-app(sys.argv[1:])
-"""
 
 Snapshot = dict[str, bytes]
 
@@ -101,13 +83,6 @@ def _assert_complete_or_not_looking_so(folder: Path, reference: dict[int, Path])
         assert len(pd.read_parquet(folder / name)) > 0
 
 
-def _no_leftovers(parent: Path, folder: Path) -> None:
-    """No lock file and no staging folder beside (or inside) the folder once runs are over."""
-    stray = [p.name for where in (parent, folder) if where.is_dir() for p in where.iterdir()
-             if p.name.startswith(".")]
-    assert stray == []
-
-
 def _cli(*args: str, script: str = CLI) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", script, *args], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -115,12 +90,10 @@ def _cli(*args: str, script: str = CLI) -> subprocess.Popen[str]:
 
 @pytest.fixture
 def held(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    """A folder whose lock another live process holds (deterministic: it holds it first)."""
+    """A folder whose lock another live process holds."""
     out = tmp_path / "out"
-    holder = _cli(str(out), script=HOLD)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    yield out, holder.pid
-    holder.communicate(timeout=30)
+    with held_by_another_process(out) as pid:
+        yield out, pid
 
 
 def test_a_folder_another_live_run_holds_is_refused_before_simulating(
@@ -146,7 +119,7 @@ def test_the_folder_is_free_again_once_its_holder_lets_go(
     holder.communicate(timeout=30)
     _run_ok(experiment, out, 2)
     assert _snapshot(out) == _snapshot(reference[2])
-    _no_leftovers(tmp_path, out)
+    no_leftovers(out)
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(
@@ -157,7 +130,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(
     lock_path(out).write_text(f"{dead.pid}\n", encoding="utf-8")
     _run_ok(experiment, out, 1)
     assert _snapshot(out) == _snapshot(reference[1])
-    _no_leftovers(tmp_path, out)
+    no_leftovers(out)
 
 
 def test_two_concurrent_runs_into_one_folder_leave_one_complete_folder(
@@ -172,7 +145,7 @@ def test_two_concurrent_runs_into_one_folder_leave_one_complete_folder(
             assert len(stderr.strip().splitlines()) == 1, stderr
     assert (out / "summary.json").exists()
     _assert_complete_or_not_looking_so(out, reference)
-    _no_leftovers(tmp_path, out)
+    no_leftovers(out)
 
 
 @pytest.fixture
@@ -203,7 +176,7 @@ def test_a_write_failure_mid_write_leaves_nothing_that_looks_complete(
         assert not out.exists()  # not even the first, complete parquet file
     else:
         assert _snapshot(out) == _snapshot(reference[1])  # the previous run, untouched
-    _no_leftovers(tmp_path, out)
+    no_leftovers(out)
 
 
 def _mount_tmpfs(where: Path, size: str) -> bool:
@@ -241,7 +214,7 @@ def test_sigkill_while_moving_files_in_leaves_no_complete_looking_folder(
     assert not (out / "summary.json").exists()  # seed 1's marker went first
     _run_ok(experiment, out, 2)  # the dead run's lock and staging folder are taken over
     assert _snapshot(out) == _snapshot(reference[2])
-    _no_leftovers(tmp_path, out)
+    no_leftovers(out)
 
 
 def _staged(parent: Path, name: str) -> bool:

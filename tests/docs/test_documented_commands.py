@@ -1,8 +1,10 @@
-"""Every `batchsim run|sweep|plan|validate experiments/...` command the docs show is valid as
-written: its file, every `--set` and every `--param` key (at its first value) pass `validate`.
+"""Every `batchsim run|sweep|plan|validate experiments/...` command the docs show works as
+written.
 
-Running them all would take minutes (the Azure hour, the capacity plan); what a documented
-command can get wrong by being stale — a renamed arm, a removed key — `validate` catches.
+By default each is checked with `validate`: its file, every `--set` and every `--param` key (at
+its first value) — what a stale command gets wrong (a renamed arm, a removed key) `validate`
+catches in seconds. With `-m slow` each one is also run, as written but for its output folder
+(a temporary one), which takes minutes (the Azure hour, the capacity plan).
 """
 
 from __future__ import annotations
@@ -68,4 +70,26 @@ def test_a_documented_command_is_valid_as_written(page: str, command: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     done = CliRunner().invoke(app, _validate_args(command))
+    assert done.exit_code == 0, f"{page}: `{command}`: {done.output}"
+
+
+def _run_args(command: str, out: Path) -> list[str]:
+    """The documented command's arguments, writing into `out` instead of its own folder."""
+    words = shlex.split(command)[1:]
+    args: list[str] = []
+    flags = iter(words)
+    for word in flags:
+        if word == "--out":
+            next(flags)
+        else:
+            args.append(word)
+    return args if args[0] == "validate" else [*args, "--out", str(out)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("page", "command"), COMMANDS, ids=[c for _, c in COMMANDS])
+def test_a_documented_command_runs_as_written(page: str, command: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    done = CliRunner().invoke(app, _run_args(command, tmp_path / "out"))
     assert done.exit_code == 0, f"{page}: `{command}`: {done.output}"

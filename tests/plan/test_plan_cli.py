@@ -43,7 +43,13 @@ def test_plan_writes_its_answer_tables_and_front_deterministically(tmp_path: Pat
     assert [s["load"] for s in steps][:2] == [2.0, 34.0] and all("metrics" in s for s in steps)
     markdown = (tmp_path / "a" / "plan.md").read_text()
     assert "![Pareto front](pareto.png)" in markdown and "| vllm h100-sxm tp1 x1 |" in markdown
+    # One replication: every output says its verdicts carry no interval (not "95% interval
+    # over 1 replications").
+    unsure = "judged on one run per configuration, so no verdict carries a confidence interval"
+    assert unsure in " ".join(output.split()) and unsure in markdown
+    assert "over 1 replications" not in markdown
     page = (tmp_path / "a" / "report.html").read_text()
+    assert unsure in page
     assert page.count("<img src=\"data:image/png;base64,") == 1  # the front, embedded
     assert "vllm h100-sxm tp1 x1" in page and "Pareto front" in page
     _plan(file, tmp_path / "b")

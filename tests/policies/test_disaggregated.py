@@ -170,7 +170,7 @@ def test_every_request_ends_and_every_pool_drains(
     # Every computed token is a prompt token, an output token fed back, or recomputation,
     # over both pools together; each request has one gap per token after its first.
     expected = sum(r.prompt_tokens + r.output_tokens - 1 + r.recomputed_tokens for r in finished)
-    assert int(record.steps.as_arrays()["new_tokens"].sum()) == expected
+    assert record.steps.totals().new_tokens == expected
     assert record.num_itl_gaps() == sum(r.output_tokens - 1 for r in finished)
     for policy in (*prefill, *decode):
         policy.pool.check_invariants()

@@ -76,7 +76,7 @@ def _check_conservation(record, checked: CheckedPolicy) -> None:
         assert r.arrival_s <= r.first_scheduled_s <= r.first_token_s <= r.finish_s
     # Every computed token is a prompt token, an output token fed back, or recomputation.
     expected = sum(r.prompt_tokens + r.output_tokens - 1 + r.recomputed_tokens for r in finished)
-    assert int(record.steps.as_arrays()["new_tokens"].sum()) == expected
+    assert record.steps.totals().new_tokens == expected
     assert record.num_itl_gaps() == sum(r.output_tokens - 1 for r in finished)
     assert checked.pool.num_used == 0  # nothing leaked at the end
 

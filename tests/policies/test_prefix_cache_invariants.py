@@ -51,7 +51,7 @@ def _check(record, checked: CheckedPolicy) -> None:
     for r in finished:
         assert r.num_generated == r.output_tokens
         assert 0 <= r.cached_tokens < r.prompt_tokens and r.cached_tokens % 16 == 0
-    computed = int(record.steps.as_arrays()["new_tokens"].sum())
+    computed = record.steps.totals().new_tokens
     expected = sum(r.prompt_tokens + r.output_tokens - 1 + r.recomputed_tokens
                    - r.cached_tokens for r in finished)
     if any(r.preemptions for r in requests):

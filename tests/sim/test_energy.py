@@ -17,6 +17,7 @@ from batchsim.metrics.energy import (
     ridge_tokens,
 )
 from batchsim.sim.recorder import RunRecord
+from batchsim.sim.step_stats import Measurement
 
 POWER = BoardPower(idle_w=100.0, memory_bound_w=200.0, max_w=700.0, source="test")
 
@@ -120,30 +121,38 @@ def test_cost_sums_groups_at_their_own_prices_and_is_null_when_one_is_unpriced()
     assert unpriced["gpu_hours"] == pytest.approx(6.0)
 
 
-def _plain_group_joules(record: RunRecord, group: ReplicaGroup, start: float,
-                        end: float) -> float:
-    """The per-row formula over the group's rows of the fully expanded step log."""
+def _plain_group_joules(rows: list[tuple[float, float, int, int]], group: ReplicaGroup,
+                        start: float, end: float) -> float:
+    """The per-row formula over the group's rows of every step (start, duration, replica,
+    tokens)."""
     power = group.gpu.power
     assert power is not None
-    steps = record.steps.as_arrays()
-    mine = (steps["replica"] >= group.first) & (steps["replica"] < group.first + group.replicas)
-    s, d = steps["start_s"][mine], steps["duration_s"][mine]
+    s, d, replica, tokens = (np.array(column) for column in zip(*rows, strict=True))
+    mine = (replica >= group.first) & (replica < group.first + group.replicas)
+    s, d = s[mine], d[mine]
     overlap = np.clip(np.minimum(s + d, end) - np.maximum(s, start), 0.0, None)
-    watts = busy_power_w(power, steps["new_tokens"][mine].astype(np.float64),
+    watts = busy_power_w(power, tokens[mine].astype(np.float64),
                          ridge_tokens(group.gpu, group.weight_dtype))
     idle_s = max(0.0, (end - start) * group.replicas - float(overlap.sum()))
     return (float(np.add.reduce(overlap * watts)) + idle_s * power.idle_w) * group.gpus_per_replica
 
 
-def test_joules_are_the_per_row_numbers_bit_for_bit() -> None:
+def test_joules_are_the_per_row_numbers() -> None:
+    """Kept as the run goes (busy seconds by tokens per replica, drained every 7 rows), the
+    joules are the per-row formula's up to the order of the sums."""
     rng = np.random.default_rng(7)
     record = RunRecord()
+    record.measure(Measurement(warmup_s=3.0))
+    record.steps.capacity = 7
+    rows: list[tuple[float, float, int, int]] = []
     t = np.zeros(3)
     for _ in range(300):  # three replicas, steps and stretches interleaved
         replica = int(rng.integers(0, 3))
         if rng.random() < 0.5:
             duration = float(rng.random())
-            _step(record, float(t[replica]), duration, replica, int(rng.integers(1, 300)))
+            tokens = int(rng.integers(1, 300))
+            _step(record, float(t[replica]), duration, replica, tokens)
+            rows.append((float(t[replica]), duration, replica, tokens))
             t[replica] += duration
         else:
             durations = rng.random(int(rng.integers(1, 20))) * 0.1
@@ -151,8 +160,10 @@ def test_joules_are_the_per_row_numbers_bit_for_bit() -> None:
             record.steps.extend(start_s=starts, duration_s=durations, replica=replica,
                                 num_seqs=4, new_tokens=4, emitted=4,
                                 kv_used=np.zeros(durations.size, dtype=np.int64), waiting=0)
+            rows += [(float(s), float(d), replica, 4) for s, d in zip(starts, durations,
+                                                                      strict=True)]
             t[replica] = starts[-1] + durations[-1]
     gpu = _simple_gpu()
     for group in (_group(gpu, 0, 3), _group(gpu, 0, 1), _group(gpu, 1, 2)):
-        assert group_joules(record, group, 3.0, 40.0) == _plain_group_joules(record, group, 3.0,
-                                                                              40.0)
+        assert group_joules(record, group, 3.0, 40.0) == pytest.approx(
+            _plain_group_joules(rows, group, 3.0, 40.0), rel=1e-12)

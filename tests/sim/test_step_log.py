@@ -1,5 +1,5 @@
-"""The run-length step log gives, column for column, the rows it was given one by one; and the
-window statistics read from it are the numbers of the plain per-row formulas, bit for bit."""
+"""The run-length step log gives, column for column, the rows it was given one by one, and asks
+to be drained each time it holds its capacity."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchsim.metrics.summary import _step_window_stats
-from batchsim.sim.recorder import STEP_COLUMNS, RunRecord, StepLog
+from batchsim.sim.step_log import STEP_COLUMNS, StepLog
 
 # A row: start, duration, replica, num_seqs, new_tokens, emitted, kv_used, waiting, preempted.
 _small = st.integers(0, 3)
@@ -45,10 +44,8 @@ def test_every_column_has_the_rows_given(entries):
     log, rows = _logged(entries)
     assert len(log) == len(rows)
     expected = dict(zip(STEP_COLUMNS, zip(*rows, strict=True), strict=True)) if rows else {}
-    columns = log.as_arrays()
-    assert list(columns) == list(STEP_COLUMNS)
     for name in STEP_COLUMNS:
-        assert columns[name].tolist() == list(expected.get(name, ())), name
+        assert log.column(name).tolist() == list(expected.get(name, ())), name
     # a stretch of alike steps is one segment
     assert len(log.segment_rows) <= len(rows)
 
@@ -83,31 +80,36 @@ def test_alike_rows_share_a_segment_and_a_change_starts_one():
     assert log.column("new_tokens").tolist() == [4, 4, 4, 300]
 
 
-def _plain_window_stats(record: RunRecord, start: float, end: float) -> dict[str, float]:
-    """The per-row formulas, on fully expanded columns."""
-    steps = record.steps.as_arrays()
-    s = steps["start_s"]
-    e = s + steps["duration_s"]
-    overlap = np.clip(np.minimum(e, end) - np.maximum(s, start), 0.0, None)
-    span = max(end - start, 1e-12) * record.num_replicas
-    busy = overlap.sum()
-    kv = steps["kv_used_blocks"] / record.kv_capacity(steps["replica"])
-    inside = overlap > 0
-    return {
-        "gpu_busy_fraction": float(busy / span),
-        "kv_mean": float((kv * overlap).sum() / span),
-        "kv_max": float(kv[inside].max()) if inside.any() else 0.0,
-        "mean_batch_size": float((steps["num_seqs"] * overlap).sum() / busy) if busy else 0.0,
-    }
+class _Chunks(StepLog):
+    """A log that hands its rows on in chunks, as the run's step statistics do."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity=capacity)
+        self.chunks: list[list[tuple]] = []
+
+    def drain(self) -> None:
+        self.chunks.append(list(zip(*(self.column(n).tolist() for n in STEP_COLUMNS),
+                                    strict=True)))
+        self.clear()
 
 
 @settings(max_examples=200, deadline=None)
-@given(entries=_entries, window=st.tuples(st.floats(0.0, 60.0), st.floats(0.0, 120.0)),
-       by_replica=st.booleans())
-def test_window_stats_are_the_per_row_numbers(entries, window, by_replica):
-    record = RunRecord(kv_blocks_per_replica=64, num_replicas=3)
-    if by_replica:
-        record.kv_blocks_by_replica = [64, 100, 7]
-    record.steps, _ = _logged(entries)
-    start, end = min(window), max(window)
-    assert _step_window_stats(record, start, end) == _plain_window_stats(record, start, end)
+@given(entries=_entries, capacity=st.integers(1, 6))
+def test_a_drained_log_hands_on_every_row_once_in_order(entries, capacity):
+    log = _Chunks(capacity)
+    _, rows = _logged(entries)
+    for kind, entry in entries:
+        if kind == "row":
+            log.append(*entry)
+        else:
+            steps, replica, seqs, waiting = entry
+            starts, durations, kv = (list(c) for c in zip(*steps, strict=True))
+            log.extend(start_s=starts, duration_s=durations, replica=replica, num_seqs=seqs,
+                       new_tokens=seqs, emitted=seqs, kv_used=kv, waiting=waiting)
+        assert len(log) < capacity  # drained as soon as it held its capacity
+    handed = [row for chunk in log.chunks for row in chunk]
+    left = list(zip(*(log.column(n).tolist() for n in STEP_COLUMNS), strict=True))
+    assert handed + left == [tuple(r) for r in rows]
+    assert all(len(chunk) >= capacity for chunk in log.chunks)

@@ -1,4 +1,4 @@
-"""Confidence intervals over replications: the t-table and the interval's coverage."""
+"""Confidence intervals over replications: the t critical value and the interval's coverage."""
 
 import itertools
 
@@ -8,13 +8,16 @@ import pytest
 from batchsim.metrics.confidence import aggregate, t_critical, t_interval
 
 
-def test_t_critical_matches_the_table_and_falls_towards_the_normal() -> None:
-    assert t_critical(1) == 12.706
-    assert t_critical(4) == 2.776
+def test_t_critical_matches_printed_tables_and_falls_towards_the_normal() -> None:
+    # Two-sided 95% values as printed to 3 decimals in statistics tables (e.g. NIST/SEMATECH
+    # e-Handbook of Statistical Methods, table 1.3.6.7.2).
+    for df, printed in ((1, 12.706), (4, 2.776), (10, 2.228), (30, 2.042), (120, 1.980)):
+        assert t_critical(df) == pytest.approx(printed, abs=5e-4)
     values = [t_critical(df) for df in range(1, 500)]
-    assert all(a >= b for a, b in itertools.pairwise(values))
+    assert all(a > b for a, b in itertools.pairwise(values))
     assert 1.960 < t_critical(499) < 1.980
-    assert 2.021 < t_critical(35) < 2.042  # interpolated between 30 and 40
+    with pytest.raises(ValueError, match="two replications"):
+        t_critical(0)
 
 
 def test_t_interval_covers_the_true_mean_95_percent_of_the_time() -> None:
@@ -38,7 +41,7 @@ def test_aggregate_keeps_the_shape_and_marks_missing_numbers() -> None:
     means, intervals = aggregate(runs)
     assert means == {"a": 2.0, "d": {"p99": 3.0}, "label": "x", "m": None}
     low, high = intervals["a"]
-    assert low < 2.0 < high and high - 2.0 == pytest.approx(12.706 * 1.0)
+    assert low < 2.0 < high and high - 2.0 == pytest.approx(t_critical(1) * 1.0)
 
 
 def test_aggregate_takes_the_union_of_keys_and_marks_absent_ones_missing() -> None:

@@ -148,9 +148,9 @@ class Results:
         ``report=False`` leaves out report.html and its plots (the slow part: matplotlib).
         """
         folder = Path(out_dir).expanduser()
-        paths = write_results(self.result, folder)
-        if report:
-            from batchsim.apps.report.build import write_report  # matplotlib only when drawing
+        if not report:
+            return write_results(self.result, folder)
+        from batchsim.apps.report.build import write_report  # matplotlib only when drawing
 
-            paths.append(write_report(folder))
-        return paths
+        # Drawn into the staging folder, so the report moves in with the results.
+        return [*write_results(self.result, folder, finish=write_report), folder / "report.html"]

@@ -29,7 +29,6 @@ from batchsim.experiment.output_folder import (
     OutputFolderError,
     hold_folder,
     output_folder,
-    write_errors,
 )
 from batchsim.experiment.outputs import write_results
 from batchsim.experiment.policy_factory import ArmError
@@ -152,9 +151,11 @@ def report(
         help="A folder written by `batchsim run` or `batchsim sweep`.")],
 ) -> None:
     """Rebuild RESULTS_DIR/report.html and its plots from the files there, without simulating."""
+    from batchsim.apps.report.rebuild import rebuild_report  # matplotlib only when drawing
+
     console = Console()
-    with _user_errors(results_dir), write_errors(results_dir):
-        _draw_report(results_dir)
+    with _user_errors(results_dir):
+        rebuild_report(results_dir)  # under the folder's lock, moved in whole
     _print_report_written(results_dir, console)
 
 

@@ -38,7 +38,7 @@ class ColocatedArm:
             layout["kv_tokens_per_replica"] = (self.kv_blocks_per_replica
                                                * record_block_size(self.simulation))
         if self.speculations:
-            busy_s = float(record.steps.as_arrays()["duration_s"].sum())
+            busy_s = record.steps.totals().busy_s
             metrics["speculative"] = speculation_metrics(self.speculations, busy_s)
 
 

@@ -2,8 +2,11 @@
 anything is simulated, so a bad `--out` costs a one-line error, not a finished simulation.
 
 And how they get there: under a lock that refuses a second live writer, written into a staging
-folder and moved into place with summary.json last, so that a folder with summary.json is
-complete whatever happened (a full disk, two runs into one folder, SIGKILL).
+folder and moved into place with a marker file last, so that a folder with its marker is
+complete whatever happened (a full disk, two runs into one folder, SIGKILL). The marker is
+summary.json for `batchsim run` and a sweep's own files, plan.json for a plan's, report.html
+when `batchsim report` redraws a report; a sweep and a plan hold their folder's lock from
+before their first run, so that their runs' folders, written inside it, are theirs alone.
 """
 
 from __future__ import annotations
@@ -157,6 +160,13 @@ def naming(path: Path) -> Iterator[None]:
         raise OSError(err.errno, _cause(err), str(path)) from err
 
 
+def write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` in UTF-8; a full disk shows at write or close, which name no
+    file, so the error is given `path`."""
+    with naming(path):
+        path.write_text(text, encoding="utf-8")
+
+
 def _real(folder: Path) -> Path:
     # Symlinks resolved: two runs reaching one folder by two names share one lock, and the
     # staging folder lies on the folder's own file system.
@@ -213,7 +223,7 @@ def _open_locked(folder: Path, path: Path) -> int:
             os.close(fd)
             raise FolderInUse(
                 f"output folder {folder}: in use by another batchsim run (pid {holder}); "
-                "wait for it to finish, or give another --out") from None
+                "wait for it to finish, or use another folder") from None
         if _still_linked(fd, path):  # not unlinked by a holder letting go meanwhile
             return fd
         os.close(fd)

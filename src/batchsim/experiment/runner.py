@@ -37,6 +37,7 @@ from batchsim.metrics.tables import requests_table
 from batchsim.metrics.timeseries import bin_timeseries
 from batchsim.sim.engine import Simulation
 from batchsim.sim.recorder import ITLLog
+from batchsim.sim.step_stats import Measurement
 
 
 @dataclass(slots=True)
@@ -99,6 +100,8 @@ def run_experiment(
                                             traffic.traffic, base_dir,
                                             deployment.max_model_len, progress)
             simulation = colocated.simulation
+        simulation.record.measure(Measurement(exp.warmup_s, exp.cooldown_s,
+                                              exp.output.timeseries_bin_s))
         record = simulation.run()
         requests = add_slowdown(requests_table(record.requests), arm_deployment.cost_model)
         prefix_caching = arm_prefix_caching(arm, exp.kv_cache.prefix_caching)
@@ -106,7 +109,7 @@ def run_experiment(
             requests = add_cached_tokens(requests, record.requests)
         if disaggregated is None:
             # Every output of a request is in its table now (a disaggregated arm's transfer
-            # columns still read the objects): the rest reads the step log and gaps only.
+            # columns still read the objects): the rest reads the step statistics and gaps.
             record.requests.clear()
         metrics = summarize(requests, record, warmup_s=exp.warmup_s, cooldown_s=exp.cooldown_s,
                             slo=slo_targets(exp))
@@ -129,7 +132,7 @@ def run_experiment(
         assert isinstance(window, float)
         metrics.update(arm_energy_and_cost(exp, requests, record, groups, window))
         end = float(requests["finish_s"].max()) if len(requests) else 0.0
-        timeseries = bin_timeseries(record, exp.output.timeseries_bin_s, end)
+        timeseries = bin_timeseries(record, end)
         arm_result = ArmResult(arm.name, requests, timeseries, metrics,
                                time.perf_counter() - started,
                                record.itl if keep_token_gaps else None)

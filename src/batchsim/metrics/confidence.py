@@ -7,37 +7,17 @@ mean ± t(0.975, R−1) · s / √R.
 
 from __future__ import annotations
 
-import bisect
 import math
 from typing import Any
 
-# Two-sided 95% critical values of Student's t by degrees of freedom (any statistics table,
-# e.g. NIST/SEMATECH e-Handbook of Statistical Methods, table 1.3.6.7.2).
-_T975 = {
-    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-    9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120,
-    17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064,
-    25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000,
-    120: 1.980,
-}
-_NORMAL975 = 1.960
-_DFS = sorted(_T975)
+from scipy.stats import t as student_t
 
 
 def t_critical(df: int) -> float:
-    """t(0.975, df); between tabulated df, linear in 1/df (the standard interpolation)."""
+    """t(0.975, df), the two-sided 95% critical value of Student's t."""
     if df < 1:
         raise ValueError("a confidence interval needs at least two replications")
-    if df in _T975:
-        return _T975[df]
-    if df > _DFS[-1]:
-        low_df, low_t, high_inv, high_t = _DFS[-1], _T975[_DFS[-1]], 0.0, _NORMAL975
-    else:
-        above = bisect.bisect(_DFS, df)
-        low_df, high_df = _DFS[above - 1], _DFS[above]
-        low_t, high_t, high_inv = _T975[low_df], _T975[high_df], 1.0 / high_df
-    share = (1.0 / low_df - 1.0 / df) / (1.0 / low_df - high_inv)
-    return low_t + share * (high_t - low_t)
+    return float(student_t.ppf(0.975, df))
 
 
 def t_interval(samples: list[float]) -> tuple[float, float, float]:

@@ -66,21 +66,14 @@ def group_joules(record: RunRecord, group: ReplicaGroup, start: float, end: floa
     """Energy of one group's GPUs over [start, end]: busy steps plus the idle rest."""
     power = group.gpu.power
     assert power is not None
-    steps = record.steps
-    overlap = steps.window_overlap(start, end)
-    # A step's power depends on its tokens only, which are per segment of the step log.
-    segment_watts = busy_power_w(power, steps.segment_column("new_tokens").astype(np.float64),
-                                 ridge_tokens(group.gpu, group.weight_dtype))
-    replica = steps.segment_column("replica")
-    segment_mine = (replica >= group.first) & (replica < group.first + group.replicas)
-    watts = steps.per_row(segment_watts)
-    if not segment_mine.all():  # other replicas' steps too: keep this group's
-        mine = steps.per_row(segment_mine)
-        overlap, watts = overlap[mine], watts[mine]
-    busy_joules = float(np.add.reduce(overlap * watts))  # not np.dot: see summary.py
+    sums = record.steps.window_sums(start, end, range(group.first, group.first + group.replicas))
+    # A step's power depends on its tokens only: the window kept busy seconds by tokens.
+    watts = busy_power_w(power, sums.tokens.astype(np.float64),
+                         ridge_tokens(group.gpu, group.weight_dtype))
+    busy_joules = float(np.add.reduce(sums.seconds_by_tokens * watts))  # not np.dot: summary.py
     # A replica steps one batch at a time, so its busy seconds fit in the window; the clip
     # only guards the idle time against rounding.
-    idle_s = max(0.0, (end - start) * group.replicas - float(overlap.sum()))
+    idle_s = max(0.0, (end - start) * group.replicas - sums.busy_s)
     return (busy_joules + idle_s * power.idle_w) * group.gpus_per_replica
 
 

@@ -1,5 +1,5 @@
 """Summary metrics of one arm (docs/design.md §6), computed from the request table and the run
-record.
+record (its inter-token gaps and the window sums of its steps).
 
 The measured requests are those arriving in [warmup_s, last arrival − cooldown_s]. Rates divide
 by the measurement window: from warmup_s to the finish of the last measured request.
@@ -140,27 +140,15 @@ def rejected_by_reason(requests: pd.DataFrame, measured: np.ndarray) -> dict[str
 
 
 def _step_window_stats(record: RunRecord, start: float, end: float) -> dict[str, float]:
-    """GPU busy fraction, KV utilisation and mean batch size over [start, end].
-
-    Each sum is numpy's pairwise sum over an array with one value per step (its result depends
-    on the whole array, so it is not taken piecewise); the products share one buffer.
-    """
-    steps = record.steps
-    overlap = steps.window_overlap(start, end)
+    """GPU busy fraction, KV utilisation and mean batch size over [start, end], from the
+    window sums the run kept (sim/step_window.py: every step's seconds in the window)."""
+    sums = record.steps.window_sums(start, end, range(record.num_replicas))
     span = max(end - start, 1e-12) * record.num_replicas
-    busy = overlap.sum()
-    inside = overlap > 0
-    weighted = record.kv_fraction()
-    kv_max = float(weighted.max(where=inside, initial=-np.inf)) if inside.any() else 0.0
-    del inside
-    weighted *= overlap  # KV fraction × seconds in the window
-    kv_mean = float(weighted.sum() / span)
-    np.multiply(steps.column("num_seqs"), overlap, out=weighted)  # batch size × seconds
     return {
-        "gpu_busy_fraction": float(busy / span),
-        "kv_mean": kv_mean,
-        "kv_max": kv_max,
-        "mean_batch_size": float(weighted.sum() / busy) if busy else 0.0,
+        "gpu_busy_fraction": sums.busy_s / span,
+        "kv_mean": sums.kv_s / span,
+        "kv_max": sums.kv_max,
+        "mean_batch_size": sums.batch_s / sums.busy_s if sums.busy_s else 0.0,
     }
 
 
@@ -169,6 +157,7 @@ def summarize(
     slo: SLOTargets,
 ) -> dict[str, object]:
     """Every summary metric of one arm, with snake_case names that carry their unit."""
+    record.steps.check_window(warmup_s, cooldown_s)
     measured = measured_mask(requests, warmup_s, cooldown_s)
     done = requests[measured & requests["finished"].to_numpy()]
     num_measured = int(measured.sum())

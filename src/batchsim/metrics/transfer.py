@@ -53,15 +53,9 @@ def transfer_metrics(requests: pd.DataFrame, sim: DisaggregatedSimulation, *, wa
 def pool_step_stats(record: RunRecord, replicas: range, start: float,
                     end: float) -> dict[str, object]:
     """GPU busy fraction and KV utilisation {mean, max} of some replicas over [start, end]."""
-    steps = record.steps
-    replica = steps.segment_column("replica")
-    mine = steps.per_row((replica >= replicas.start) & (replica < replicas.stop))
-    overlap = steps.window_overlap(start, end)[mine]
+    sums = record.steps.window_sums(start, end, replicas)
     span = max(end - start, 1e-12) * len(replicas)
-    kv = record.kv_fraction()[mine]
-    inside = overlap > 0
     return {
-        "gpu_busy_fraction": float(overlap.sum() / span),
-        "kv_utilization": {"mean": float((kv * overlap).sum() / span),
-                           "max": float(kv[inside].max()) if inside.any() else 0.0},
+        "gpu_busy_fraction": sums.busy_s / span,
+        "kv_utilization": {"mean": sums.kv_s / span, "max": sums.kv_max},
     }

@@ -339,7 +339,7 @@ class Simulation:
         pool = self.replicas[0].policy.pool
         if prefix is not None and pool.prefix_caching:
             request.prefix_keys = pool_block_keys(prefix[0], prefix[1], pool.block_size, prompt)
-        self.record.requests.append(request)
+        self.record.add_request(request)
         if self.max_model_len is not None and prompt + output > self.max_model_len:
             request.replica = -1
             request.reject(f"prompt+output of {prompt + output} tokens exceeds max_model_len="
@@ -363,6 +363,7 @@ class Simulation:
             self.record.record_occupancy(self.env.now, self._in_system())
 
     def _on_done(self, request: Request) -> None:
+        self.record.request_done(request)
         if request.status is not RequestStatus.REJECTED:
             self.record.record_occupancy(self.env.now, self._in_system())
             # Only a closed-loop user retrying after a rejection waits on it: with no one

@@ -9,14 +9,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from batchsim.apps.executors import make_executor
-from batchsim.apps.plan.outputs import write_plan
-from batchsim.apps.plan.planner import run_plan
+from batchsim.apps.executors import Executor, make_executor
+from batchsim.apps.plan.outputs import PLAN_FILES, write_plan
+from batchsim.apps.plan.planner import PlanResult, run_plan
 from batchsim.apps.plan.records import plan_document
 from batchsim.apps.plan.runs import RunStats
 from batchsim.apps.plan.tables import TextTable, all_tables
+from batchsim.apps.plan.verdict import judged_on
 from batchsim.experiment.loader import ConfigError, load_experiment
-from batchsim.experiment.output_folder import output_folder
+from batchsim.experiment.output_folder import hold_folder, output_folder
 from batchsim.experiment.outputs import versions
 from batchsim.metrics.confidence import t_critical
 
@@ -49,9 +50,24 @@ def run_plan_command(file: Path, overrides: list[str], out: Path | None, *, jobs
     console = Console()
     exp, _ = load_experiment(file, overrides)
     check_replications(file, exp.replications)
-    out_dir = output_folder(out, exp, ("plan.json", "plan.md", "pareto.png", "report.html"),
-                            command="plan")
+    out_dir = output_folder(out, exp, PLAN_FILES, command="plan")
     runner = make_executor(executor, jobs=jobs, address=address)
+    # Held from before the first run to after the last file: a second plan (or a run, a sweep)
+    # into this folder is refused now, not once its runs are done.
+    with hold_folder(out_dir):
+        result = _run_with_progress(file, overrides, out_dir, runner, console)
+        document = plan_document(result, versions())
+        for table in all_tables(document, ranked_limit=_RANKED_SHOWN, full=False):
+            console.print(rich_table(table))
+        console.print(f"p99 columns: the judged value, {judged_on(len(result.seeds))}",
+                      highlight=False)
+        written = write_plan(out_dir, result, document)
+    for path in written:
+        console.print(f"wrote {path}", highlight=False)
+
+
+def _run_with_progress(file: Path, overrides: list[str], out_dir: Path, runner: Executor,
+                       console: Console) -> PlanResult:
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     skipped = rounds = 0
@@ -73,11 +89,4 @@ def run_plan_command(file: Path, overrides: list[str], out: Path | None, *, jobs
                           on_run_done=on_run_done)
     if skipped:
         console.print(f"{skipped} runs were already complete and were not run again")
-    document = plan_document(result, versions())
-    for table in all_tables(document, ranked_limit=_RANKED_SHOWN, full=False):
-        console.print(rich_table(table))
-    if len(result.seeds) > 1:
-        console.print(f"p99 columns: the judged value, the upper end of the 95% interval over "
-                      f"{len(result.seeds)} replications", highlight=False)
-    for path in write_plan(out_dir, result, document):
-        console.print(f"wrote {path}", highlight=False)
+    return result

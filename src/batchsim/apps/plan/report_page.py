@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from batchsim.apps.plan.tables import TextTable, all_tables
+from batchsim.apps.plan.verdict import judged_on
 from batchsim.apps.report.page import html_document
+from batchsim.experiment.output_folder import write_text
 
 REPORT_HTML = "report.html"
 
@@ -37,12 +39,11 @@ def write_plan_report(out_dir: Path, document: dict[str, Any], pareto_png: Path)
     slo = ", ".join(f"{key} ≤ {value:g}" for key, value in document["slo"].items()
                     if value is not None)
     intro = (f"<h1>Capacity plan: {escape(document['config']['name'])}</h1>"
-             f"<p>SLO: {escape(slo)}, judged on the upper end of the 95% interval over "
-             f"{document['replications']} replications, rejected requests counting as misses; "
+             f"<p>SLO: {escape(slo)}, {escape(judged_on(document['replications']))}, "
+             "rejected requests counting as misses; "
              "every run must also keep up with its load. plan.json in this folder has every "
              "run.</p>")
     body = [intro, *(_table_html(t) for t in all_tables(document)), _pareto_html(pareto_png)]
     path = out_dir / REPORT_HTML
-    path.write_text(html_document(f"plan: {document['config']['name']}", body),
-                    encoding="utf-8")
+    write_text(path, html_document(f"plan: {document['config']['name']}", body))
     return path

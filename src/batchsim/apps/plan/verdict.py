@@ -42,6 +42,14 @@ def slo_targets(slo: SLOConfig) -> list[tuple[str, str, str, float]]:
             if getattr(slo, key) is not None]
 
 
+def judged_on(replications: int) -> str:
+    """How sure each verdict is, in words, for the plan's outputs."""
+    if replications == 1:
+        return ("judged on one run per configuration, so no verdict carries a confidence "
+                "interval (replications: 3 or more give each one)")
+    return f"judged on the upper end of the 95% interval over {replications} replications"
+
+
 def _judged_p99(samples: list[float | None]) -> tuple[float | None, float | None]:
     """(mean, judged value) of a p99 over replications: the mean with one replication, the
     upper end of the 95% interval with several; infinite if any replication's is."""

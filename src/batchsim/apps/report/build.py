@@ -8,6 +8,7 @@ value and the per-point table.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from batchsim.apps.report.figures import PlotSpec, RenderedPlot, render_plots
 from batchsim.apps.report.latency_plots import LATENCY_CDFS, LATENCY_PERCENTILES
@@ -17,7 +18,7 @@ from batchsim.apps.report.sweep_page import render_sweep_page
 from batchsim.apps.report.sweep_plots import SWEEP_PLOTS
 from batchsim.apps.report.sweep_results import is_sweep, load_sweep
 from batchsim.apps.report.timeline_plots import TIMELINES
-from batchsim.experiment.output_folder import naming
+from batchsim.experiment.output_folder import naming, write_text
 
 REPORT_FILE = "report.html"
 PLOTS_DIR = "plots"
@@ -27,9 +28,13 @@ SINGLE_RUN_PLOTS: tuple[PlotSpec[RunResults], ...] = (LATENCY_CDFS, LATENCY_PERC
                                                      TIMELINES)
 
 
-def write_report(folder: Path) -> Path:
-    """Write FOLDER/report.html and FOLDER/plots/*.png from the files already in FOLDER."""
-    summary = read_summary(folder)
+def write_report(folder: Path, into: Path | None = None,
+                 summary: dict[str, Any] | None = None) -> Path:
+    """Write report.html and plots/*.png from the files in FOLDER, into INTO (a staging folder,
+    to be moved into FOLDER) or else into FOLDER itself. `summary` is FOLDER's summary.json
+    when the caller has it elsewhere (a sweep's own, still in its staging folder)."""
+    if summary is None:
+        summary = read_summary(folder)
     if is_sweep(summary):
         sweep = load_sweep(folder, summary)
         plots = render_plots(SWEEP_PLOTS, sweep)
@@ -38,10 +43,10 @@ def write_report(folder: Path) -> Path:
         results = load_results(folder, summary)
         plots = render_plots(SINGLE_RUN_PLOTS, results)
         page = render_page(results, plots)
-    _write_plots(folder / PLOTS_DIR, plots)
-    report = folder / REPORT_FILE
-    with naming(report):  # a full disk shows at write or close, which name no file
-        report.write_text(page, encoding="utf-8")
+    into = folder if into is None else into
+    _write_plots(into / PLOTS_DIR, plots)
+    report = into / REPORT_FILE
+    write_text(report, page)
     return report
 
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from batchsim.apps.executors import make_executor
+from batchsim.apps.executors import Executor, make_executor
 from batchsim.apps.interrupt import InterruptReported
-from batchsim.apps.sweep.outputs import print_sweep_table, write_sweep_summary
+from batchsim.apps.sweep.outputs import print_sweep_table, write_sweep_outputs
 from batchsim.apps.sweep.points import SweepAxis, parse_axis
-from batchsim.apps.sweep.runs import RunOutcome, RunTask, plan_sweep, run_sweep
+from batchsim.apps.sweep.runs import RunOutcome, RunTask, SweepPlan, plan_sweep, run_sweep
 from batchsim.experiment.loader import ConfigError, load_experiment
-from batchsim.experiment.output_folder import output_folder, write_errors
+from batchsim.experiment.output_folder import hold_folder, output_folder
 from batchsim.experiment.schema import Experiment
 
 
@@ -97,9 +98,21 @@ def _run_sweep_command(file: Path, overrides: list[str], params: list[str], out:
     out_dir = output_folder(out, exp, SWEEP_FILES, command="sweep")
     plan = plan_sweep(file, overrides, axes, exp.replications, out_dir)
     runner = make_executor(executor, jobs=jobs, address=address)
-    tally.folder, tally.runs = out_dir, len(plan.tasks)
-    console.print(f"sweeping {exp.name}: {len(plan.points)} points x {len(plan.seeds)} "
-                  f"replications = {len(plan.tasks)} runs", highlight=False)
+    # Held from before the first run to after the last file: a second sweep (or a run, a plan,
+    # a report) into this folder is refused now, not once its runs are done.
+    with hold_folder(out_dir):
+        tally.folder, tally.runs = out_dir, len(plan.tasks)
+        console.print(f"sweeping {exp.name}: {len(plan.points)} points x {len(plan.seeds)} "
+                      f"replications = {len(plan.tasks)} runs", highlight=False)
+        rows = _run_with_progress(plan, runner, tally, console)
+        console.print(tally.arms_line(), highlight=False, soft_wrap=True)
+        print_sweep_table(rows, console)
+        written = write_sweep_outputs(out_dir, exp, plan, rows)
+    _print_written(out_dir, written, console)
+
+
+def _run_with_progress(plan: SweepPlan, runner: Executor, tally: SweepTally,
+                       console: Console) -> list[dict[str, Any]]:
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
@@ -109,13 +122,13 @@ def _run_sweep_command(file: Path, overrides: list[str], params: list[str], out:
             tally.add(outcome)
             progress.advance(bar)
 
-        rows = run_sweep(plan, runner, on_done=done)
-    console.print(tally.arms_line(), highlight=False, soft_wrap=True)
-    print_sweep_table(rows, console)
-    with write_errors(out_dir):  # a full disk is one line naming the file, not a traceback
-        for path in write_sweep_summary(out_dir, exp, plan, rows):
-            console.print(f"wrote {path}", highlight=False)
-        from batchsim.apps.report.build import PLOTS_DIR, write_report  # matplotlib on drawing
+        return run_sweep(plan, runner, on_done=done)
 
-        report = write_report(out_dir)
-    console.print(f"wrote {report} (and its PNGs in {out_dir / PLOTS_DIR})", highlight=False)
+
+def _print_written(out_dir: Path, written: list[Path], console: Console) -> None:
+    from batchsim.apps.report.build import PLOTS_DIR, REPORT_FILE  # loaded by the writing
+
+    for path in written:
+        console.print(f"wrote {path}", highlight=False)
+    console.print(f"wrote {out_dir / REPORT_FILE} (and its PNGs in {out_dir / PLOTS_DIR})",
+                  highlight=False)

@@ -10,7 +10,9 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from batchsim.apps.report.results import read_summary
 from batchsim.apps.sweep.runs import SweepPlan
+from batchsim.experiment.output_folder import naming, write_text, written_atomically
 from batchsim.experiment.outputs import json_safe, versions
 from batchsim.experiment.schema import Experiment
 
@@ -24,12 +26,32 @@ _COLUMNS = (
 )
 
 
+SUMMARY_JSON, SWEEP_PARQUET = "summary.json", "sweep.parquet"
+
+
+def write_sweep_outputs(out_dir: Path, exp: Experiment, plan: SweepPlan,
+                        rows: list[dict[str, Any]]) -> list[Path]:
+    """The sweep's own files as one step (`written_atomically`): summary.json, sweep.parquet,
+    and report.html and plots/ drawn from them and the point folders, all staged and moved in
+    beside the point folders with summary.json last, so a sweep folder holding summary.json
+    has the rest. A write failure is one `OutputWriteError` that leaves the previous sweep's
+    files (or none) and every complete point folder, for the same command to resume from.
+    Returns summary.json's and sweep.parquet's paths."""
+    from batchsim.apps.report.build import write_report  # matplotlib only when drawing
+
+    with written_atomically(out_dir) as staging:
+        write_sweep_summary(staging, exp, plan, rows)
+        write_report(out_dir, into=staging, summary=read_summary(staging))
+    return [out_dir / SUMMARY_JSON, out_dir / SWEEP_PARQUET]
+
+
 def write_sweep_summary(out_dir: Path, exp: Experiment, plan: SweepPlan,
                         rows: list[dict[str, Any]]) -> list[Path]:
     """summary.json (every metric, mean and interval per point and arm) and sweep.parquet (one
-    flat row per point and arm: the point's values, each metric's mean and bounds)."""
+    flat row per point and arm: the point's values, each metric's mean and bounds), written
+    in place into `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = out_dir / "summary.json"
+    summary = out_dir / SUMMARY_JSON
     document = {
         "config": exp.model_dump(mode="json"),
         "versions": versions(),
@@ -37,10 +59,10 @@ def write_sweep_summary(out_dir: Path, exp: Experiment, plan: SweepPlan,
                   "replications": len(plan.seeds), "seeds": plan.seeds},
         "rows": rows,
     }
-    summary.write_text(json.dumps(json_safe(document), indent=2, allow_nan=False) + "\n",
-                       encoding="utf-8")
-    table = out_dir / "sweep.parquet"
-    pd.DataFrame([_flat_row(row) for row in rows]).to_parquet(table, index=False)
+    write_text(summary, json.dumps(json_safe(document), indent=2, allow_nan=False) + "\n")
+    table = out_dir / SWEEP_PARQUET
+    with naming(table):  # pyarrow's errors name no file
+        pd.DataFrame([_flat_row(row) for row in rows]).to_parquet(table, index=False)
     return [summary, table]
 
 

@@ -16,4 +16,5 @@ class OutputConfig(ConfigModel):
     timeseries_bin_s: Annotated[Positive, Field(ge=1e-3)] = 1.0
     """Width in seconds of the bins of the time series (batch size, KV use, queue length); at
     least 0.001 (one bin is kept per width of simulated time). A run that would need more
-    than 1,000,000 bins gets 1,000,000 wider ones (`t_start_s` says where each starts)."""
+    than 1,000,000 bins has neighbouring bins merged pairwise until it fits, so its bins are
+    this width times a power of two (`t_start_s` says where each starts)."""
