@@ -86,7 +86,7 @@ def test_an_engine_slows_a_run_by_its_costs(tmp_path: Path) -> None:
         workload={"arrivals": {"kind": "poisson", "rate": 0.2},
                   "prompt_tokens": {"kind": "fixed", "value": 128},
                   "output_tokens": {"kind": "fixed", "value": 16}, "num_requests": 6},
-        policies=[{"name": "a", "kind": "chunked_prefill"}])
+        policies=[{"name": "a", "kind": "chunked_prefill"}], engine="none")
     [bare] = run_dict(tmp_path, exp).arms
     [slow] = run_dict(tmp_path, {**exp, "engine": str(profile)}).arms
     assert (slow.requests["ttft_s"] > bare.requests["ttft_s"] + 0.5).all()
@@ -109,7 +109,7 @@ def test_an_arm_can_run_with_its_own_engine(tmp_path: Path) -> None:
                   "output_tokens": {"kind": "fixed", "value": 16}, "num_requests": 6},
         policies=[{"name": "bare", "kind": "chunked_prefill"},
                   {"name": "slow", "kind": "chunked_prefill",
-                   "deployment": {"engine": str(profile)}}])
+                   "deployment": {"engine": str(profile)}}], engine="none")
     bare, slow = run_dict(tmp_path, exp).arms
     gap = slow.requests["ttft_s"].to_numpy() - bare.requests["ttft_s"].to_numpy()
     assert gap == pytest.approx([0.5] * 6, abs=1e-9)

@@ -13,6 +13,7 @@ import yaml
 EXPERIMENT: dict[str, Any] = {
     "name": "tiny-plan", "seed": 5, "model": "llama-3.1-8b", "hardware": "h100-sxm",
     "max_model_len": 2048,
+    "engine": "none",  # the bare roofline: the capacities above are its own
     "workload": {"arrivals": {"kind": "poisson", "rate": 4.0},
                  "prompt_tokens": {"kind": "uniform", "low": 32, "high": 512},
                  "output_tokens": {"kind": "uniform", "low": 16, "high": 128},

@@ -160,6 +160,25 @@ def test_bad_speculative_settings_are_named(tmp_path: Path, spec: dict[str, Any]
     assert "speculative" in str(info.value)
 
 
+def test_draft_passes_run_inside_the_engine_step(tmp_path: Path) -> None:
+    """The engine's per-step overhead is paid once per step, by the verification, not by
+    each of the k draft passes: with every proposal accepted (k + 1 tokens per step), an
+    engine step 50 ms dearer raises TPOT by (50 ms − the GPU's prior) / (k + 1)."""
+    from batchsim.gpu.hardware import load_gpu_profile
+
+    profile = tmp_path / "slow.yaml"
+    profile.write_text("name: slow\ncosts: {step_overhead_s: 0.05, per_seq_overhead_s: 0.0}\n",
+                       encoding="utf-8")
+    arms = [{"name": "a1", "kind": "continuous", "speculative": _spec(1.0)}]
+    tpots = {}
+    for engine in ("none", str(profile)):
+        exp = {**_experiment(arms, requests=4), "engine": engine}
+        tpots[engine] = run_dict(tmp_path, exp).arms[0].requests["tpot_s"].to_numpy()
+    efficiency = load_gpu_profile("h100-sxm").efficiency
+    extra = 0.05 - efficiency.step_overhead_s - efficiency.per_seq_overhead_s
+    assert tpots[str(profile)] - tpots["none"] == pytest.approx(extra / (K + 1), rel=1e-3)
+
+
 def test_the_how_to_quotes_the_shipped_experiment_at_one_user() -> None:
     """experiments/speculative_decoding.yaml's first point gives the first row of the table in
     docs/how-to/speculative-decoding.md (output tokens/s and TPOT p50 of each arm)."""

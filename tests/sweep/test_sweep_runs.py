@@ -76,7 +76,9 @@ def test_points_run_again_when_a_file_they_read_changed(tmp_path: Path) -> None:
     profile = tmp_path / "my-gpu.yaml"
     profile.write_text(shipped.read_text(encoding="utf-8"), encoding="utf-8")
     path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump({**EXPERIMENT, "hardware": "my-gpu.yaml"}), encoding="utf-8")
+    # The edit below is to the GPU profile's step overhead, which an engine's would replace.
+    path.write_text(yaml.safe_dump({**EXPERIMENT, "hardware": "my-gpu.yaml", "engine": "none"}),
+                    encoding="utf-8")
     plan = _plan(path, tmp_path / "out")
     first = run_sweep(plan, InProcess())
     skipped: list[bool] = []

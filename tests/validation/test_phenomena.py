@@ -36,6 +36,9 @@ def test_continuous_and_static_are_close_on_uniform_lengths(tmp_path: Path) -> N
             {"name": "static", "kind": "static", "max_batch_size": 32, "max_output_tokens": 256},
             {"name": "continuous", "kind": "continuous", "max_num_seqs": 32},
         ],
+        # The bare roofline: an engine's front end hands static batching each wave of
+        # requests spread out, so its batches start part-full, a cost of its own.
+        engine="none",
     )
     tps = _throughputs(run_dict(tmp_path, exp))
     assert tps["continuous"] == pytest.approx(tps["static"], rel=0.15)

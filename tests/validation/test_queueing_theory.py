@@ -32,6 +32,7 @@ def _batch_one(tmp_path: Path, output: dict, rate: float, seed: int, n: int) -> 
             "num_requests": n,
         },
         policies=[{"name": "batch1", "kind": "continuous", "max_num_seqs": 1}],
+        engine="none",  # the bare roofline: a front end would reshape the Poisson arrivals
     )
     return run_dict(tmp_path, exp).arms[0].requests
 

@@ -55,7 +55,9 @@ def build_colocated(exp: Experiment, arm_exp: Experiment, arm: Arm, index: int,
         if arm_exp.pipeline_parallel > 1:
             raise SpeculativeSetupError("speculative decoding is not modelled with "
                                         "pipeline_parallel > 1")
-        drafter = build_drafter(speculative, arm_exp, deployment.model, deployment.gpu,
+        # The draft passes run inside the target's engine step, which pays the engine's
+        # per-step overhead once: they pay only the GPU profile's per-pass priors.
+        drafter = build_drafter(speculative, arm_exp, deployment.model, deployment.kernel_gpu,
                                 base_dir)
         if exp.kv_cache.num_blocks is None:  # a set block count is taken as given
             num_blocks = blocks_beside_drafter(deployment.memory, drafter)

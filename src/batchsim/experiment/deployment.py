@@ -28,7 +28,8 @@ class Deployment:
     """What the experiment resolves to before any traffic: model, GPU, memory, cost model."""
 
     model: ModelSpec
-    gpu: GpuProfile
+    gpu: GpuProfile  # with the engine's per-step overheads in place of the profile's priors
+    kernel_gpu: GpuProfile  # as the profile has it: prices passes run inside an engine step
     memory: MemoryPlan
     num_blocks: int
     swap_blocks: int
@@ -43,7 +44,8 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
         model = load_model(exp.model, base_dir)
     engine = resolve_engine(exp, base_dir)
     with keyed_error("hardware", HardwareError):
-        gpu = engine.on_gpu(load_gpu_profile(exp.hardware, base_dir))
+        kernel_gpu = load_gpu_profile(exp.hardware, base_dir)
+        gpu = engine.on_gpu(kernel_gpu)
     with keyed_error("pipeline_parallel", ModelError):
         check_pipeline_parallel(model, exp.pipeline_parallel)
     _check_layout(exp, model)
@@ -68,7 +70,7 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
                                 weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache)
     swap_blocks = int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes)
     return Deployment(
-        model=model, gpu=gpu, memory=memory,
+        model=model, gpu=gpu, kernel_gpu=kernel_gpu, memory=memory,
         num_blocks=exp.kv_cache.num_blocks or memory.num_blocks, swap_blocks=swap_blocks,
         max_model_len=exp.max_model_len or model.max_position_embeddings, cost_model=cost,
         engine=engine,

@@ -83,12 +83,13 @@ class Experiment(ConfigModel):
     """The arms: batching policies, each run on the same request stream; names are unique."""
     output: OutputConfig = Field(default_factory=OutputConfig)
     """Where results go."""
-    engine: str = Field(default="none", min_length=1)
-    """The serving engine whose costs and scheduling defaults the arms run with: a shipped
-    engine profile (`vllm`, `sglang`, `trtllm`; `batchsim engines` lists them), a path to an
-    engine profile YAML (`batchsim calibrate engine` writes one), or `none`: the bare roofline
-    with the GPU profile's per-step overheads and no per-request latency
-    (docs/background/engines.md)."""
+    engine: str = Field(default="vllm", min_length=1)
+    """The serving engine whose costs the arms run with (its front-end latency and per-step
+    overheads; the arms keep the batching knobs they name): a shipped engine profile
+    (`vllm`, the default, calibrated on measured benchmarks; `sglang`, `trtllm`; `batchsim
+    engines` lists them), a path to an engine profile YAML (`batchsim calibrate engine`
+    writes one), or `none`: the bare roofline with the GPU profile's per-step overhead priors
+    and no per-request latency (docs/background/engines.md)."""
     simulation: SimulationConfig = Field(default_factory=SimulationConfig)
     """Settings of the simulation itself (never what it computes)."""
     sweep: list[SweepConfig] | None = None
