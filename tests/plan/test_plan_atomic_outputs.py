@@ -81,6 +81,7 @@ def test_a_plan_write_failure_mid_way_leaves_the_previous_plan_or_none(
     assert _plan_files(out) == _plan_files(reference)
 
 
+@pytest.mark.slow  # the same path as the run's own test, which runs by default
 def test_a_plan_over_a_previous_plan_writes_the_same_files_and_names_them_in_place(
         experiment: Path, reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -92,6 +93,7 @@ def test_a_plan_over_a_previous_plan_writes_the_same_files_and_names_them_in_pla
     no_leftovers(out)
 
 
+@pytest.mark.slow  # the same path as the run's own test, which runs by default
 def test_sigkill_while_moving_a_plan_in_leaves_no_plan_json_and_the_rerun_completes_it(
         experiment: Path, reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"

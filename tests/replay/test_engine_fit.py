@@ -82,6 +82,7 @@ def test_calibrating_on_simulated_measurements_recovers_the_costs(measured: Path
     assert max(errors) < 0.01
 
 
+@pytest.mark.slow  # the fit itself is checked by default by the recovery test above
 def test_the_command_writes_a_profile_that_records_its_fit(measured: Path,
                                                            tmp_path: Path) -> None:
     out = tmp_path / "mine.yaml"

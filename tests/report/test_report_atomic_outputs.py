@@ -73,6 +73,7 @@ def test_a_report_replaces_the_page_and_plots_whole_with_the_same_bytes(
     no_leftovers(results)
 
 
+@pytest.mark.slow  # the same path as the run's own test, which runs by default
 def test_sigkill_while_moving_a_report_in_leaves_no_page_and_the_next_report_draws_it(
         results: Path, reference: Path) -> None:
     killed_mid_move(["report", str(results)])

@@ -88,6 +88,7 @@ def test_a_sweep_write_failure_mid_way_leaves_the_previous_sweep_or_none(
     assert _top_level(out) == _top_level(reference)
 
 
+@pytest.mark.slow  # the same path as the run's own test, which runs by default
 def test_a_sweep_over_a_previous_sweep_writes_the_same_files(
         experiment: Path, reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -100,6 +101,7 @@ def test_a_sweep_over_a_previous_sweep_writes_the_same_files(
     no_leftovers(out)
 
 
+@pytest.mark.slow  # the same path as the run's own test, which runs by default
 def test_sigkill_while_moving_a_sweep_in_leaves_no_summary_and_the_rerun_completes_it(
         experiment: Path, reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -147,6 +147,7 @@ def test_an_interrupted_sweep_reruns_only_its_missing_points(experiment: Path,
     assert sorted(ran) == sorted(task.out_dir for task in plan.tasks) and again == first
 
 
+@pytest.mark.slow  # by default tests/plan/test_plan_runs.py checks that executors agree
 def test_summaries_are_byte_identical_whichever_executor_ran_them(experiment: Path,
                                                                   tmp_path: Path) -> None:
     executors = [["--jobs", "1"], ["--jobs", "2"]]
