@@ -333,3 +333,24 @@ def test_small_and_large_batches_sum_a_mixed_step_the_same_way(
     in_python = costs()
     monkeypatch.setattr(cost_model_module, "_PYTHON_SUMS_MAX_SEQS", 0)
     assert costs() == in_python
+
+
+@pytest.mark.parametrize("num_seqs", [3, 256])
+def test_each_data_parallel_rank_pays_the_per_sequence_time_of_its_own_sequences(
+        num_seqs: int) -> None:
+    """Every rank runs its own scheduler: a step's per-sequence time is the busiest rank's
+    (an eighth of the batch on eight ranks, at least one sequence), the fixed part once."""
+    gpu = load_gpu_profile("h200-sxm")
+    eff = gpu.efficiency
+    layouts = {"tp": {}, "dp": {"expert_parallel": 8, "data_parallel_attention": True}}
+    overheads = {}
+    for name, layout in layouts.items():
+        cost = RooflineCostModel(load_model("deepseek-v3"), gpu, tensor_parallel=8,
+                                 weight_dtype="fp8", kv_dtype="bf16", **layout)
+        step = cost.step_time(np.ones(num_seqs, dtype=np.int64), np.full(num_seqs, 1000),
+                              num_seqs)
+        overheads[name] = step.overhead_s
+    assert overheads["tp"] == pytest.approx(eff.step_overhead_s + eff.per_seq_overhead_s
+                                            * num_seqs)
+    assert overheads["dp"] == pytest.approx(eff.step_overhead_s + eff.per_seq_overhead_s
+                                            * max(num_seqs / 8, 1.0))

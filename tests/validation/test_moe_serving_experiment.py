@@ -60,9 +60,8 @@ def test_tensor_parallel_arms_run_out_of_kv_and_dp_attention_does_not(
     assert _arm(result, "dp-attention-ep8")["preemptions"] == 0
     tpot = {name: _arm(result, name)["tpot_s"]["p50"]  # type: ignore[index]
             for name in ARMS}
-    # docs/how-to/moe.md: "TPOT p50 falls by about 32%" (66.9 vs 98.0 ms on the default vLLM
-    # engine, whose per-step and per-sequence costs add the same to both arms' steps).
-    assert tpot["dp-attention-ep8"] < 0.72 * tpot["tp8"]
+    # docs/how-to/moe.md: "TPOT p50 falls by about 38%" (60.9 vs 98.0 ms).
+    assert tpot["dp-attention-ep8"] < 0.65 * tpot["tp8"]
     assert tpot["tp8-ep8"] < tpot["tp8"]
     # The TP arms queue past the 5 s TTFT target and their decode p99 past its 100 ms budget;
     # data-parallel attention meets both.

@@ -77,6 +77,7 @@ class RooflineCostModel:
         "_attention_launch_s",
         "_attention_peak_flops",
         "_attention_shape",
+        "_data_parallel_ranks",
         "_decode_flops_per_kv_token",
         "_decode_head_dim",
         "_decode_kv_heads",
@@ -187,6 +188,7 @@ class RooflineCostModel:
         self._allreduce_bytes_per_token = h * ACTIVATION_BYTES
         self._step_overhead_s = eff.step_overhead_s
         self._per_seq_overhead_s = eff.per_seq_overhead_s
+        self._data_parallel_ranks = shape.data_parallel_ranks
 
     def step_time(
         self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
@@ -263,7 +265,12 @@ class RooflineCostModel:
             if lm_head_s is None:
                 lm_head_s = self._lm_head_cost(num_emitting)
             linear_s += lm_head_s
-        overhead_s = self._step_overhead_s + self._per_seq_overhead_s * num_seqs
+        # Each data-parallel rank runs its own scheduler over its own sequences (vLLM's engine
+        # core per rank, SGLang's scheduler per rank): the busiest one's share sets the step's
+        # per-sequence time.
+        per_rank = (num_seqs if self._data_parallel_ranks == 1
+                    else max(num_seqs / self._data_parallel_ranks, 1.0))
+        overhead_s = self._step_overhead_s + self._per_seq_overhead_s * per_rank
         return linear_s, communication_s, overhead_s, compute_bound
 
     def swap_time(self, num_tokens: int) -> float:
