@@ -14,7 +14,8 @@ from tests.validation.experiment_builder import base_experiment
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
-LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_delay_s")
+LATENCIES = ("ttft_s", "tpot_s", "e2e_s", "queue_delay_s")
+GAPS = ("itl_s", "max_gap_s")
 SCALARS = ("request_throughput_rps", "output_throughput_tps", "total_throughput_tps",
            "goodput_rps", "slo_attainment", "completed", "rejected", "preemptions",
            "recomputed_tokens", "gpu_busy_fraction")
@@ -76,6 +77,8 @@ def test_summary_and_tables_have_the_documented_shape(tmp_path: Path) -> None:
         assert row["point"] == {}
         for name in LATENCIES:
             assert set(metrics[name]) == {"mean", "p50", "p90", "p99", "p999"}
+        for name in GAPS:  # token gaps also keep their max: one stall is the story
+            assert set(metrics[name]) == {"mean", "p50", "p90", "p99", "p999", "max"}
         for name in SCALARS:
             assert name in metrics
         assert set(metrics["kv_utilization"]) == {"mean", "max"}

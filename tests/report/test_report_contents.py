@@ -81,3 +81,11 @@ def test_rows_show_a_dash_where_an_arm_lacks_a_number() -> None:
 def test_latencies_keep_a_short_unit() -> None:
     assert [duration(v) for v in (0.00042, 0.0151, 303.18, None)] == [
         "420 µs", "15.1 ms", "303.18 s", None]
+
+
+def test_itl_rows_show_the_max_and_each_requests_longest_gap() -> None:
+    metrics = {"itl_s": {"p50": 0.0174, "p99": 1.048, "max": 3.7167},
+               "max_gap_s": {"p50": 0.1016, "p99": 1.8609, "max": 3.7167}}
+    rows = dict(table_rows([metrics]))
+    assert rows["ITL p50 / p99 / max"] == [("17.4 ms / 1.05 s / 3.72 s", False)]
+    assert rows["per-request max gap p50 / p99"] == [("101.6 ms / 1.86 s", False)]

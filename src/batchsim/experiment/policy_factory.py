@@ -17,7 +17,9 @@ from batchsim.experiment.schema import (
     PriorityOrdering,
     ShortestPromptFirstOrdering,
     StaticArm,
+    arm_kv_allocation,
 )
+from batchsim.experiment.schema.kv_cache import KVCacheConfig
 from batchsim.policies.admission import AdmissionControl, KVReserve
 from batchsim.policies.chunked_prefill import ChunkedPrefill
 from batchsim.policies.continuous import ContinuousBatching
@@ -32,6 +34,7 @@ from batchsim.policies.ordering import (
 from batchsim.policies.speculative import Speculation
 from batchsim.policies.static import StaticBatching
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
+from batchsim.sim.kv_contiguous import ContiguousKVPool
 from batchsim.sim.policy_protocol import BatchingPolicy
 
 
@@ -138,11 +141,26 @@ POLICY_BUILDERS: dict[str, Callable[[Any, ReplicaResources], BatchingPolicy]] = 
 }
 
 
+def build_pool(arm: Arm, num_blocks: int, block_size: int, max_model_len: int, *,
+               prefix_caching: bool = False, kv_cache: KVCacheConfig | None = None,
+               ) -> KVBlockPool:
+    """A replica's KV pool: paged, or contiguous where the arm or `kv_cache.allocation` asks
+    (the schema refused the combinations contiguous cannot run, schema/kv_allocation.py)."""
+    config = kv_cache or KVCacheConfig()
+    if arm_kv_allocation(arm, config) == "contiguous":
+        return ContiguousKVPool(num_blocks, block_size, reserve=config.contiguous_reserve,
+                                max_model_len=max_model_len)
+    return KVBlockPool(num_blocks, block_size,
+                       prefix_caching=arm_prefix_caching(arm, prefix_caching))
+
+
 def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
                  swap_blocks: int, max_model_len: int,
-                 prefix_caching: bool = False,
+                 prefix_caching: bool = False, kv_cache: KVCacheConfig | None = None,
                  speculation: Speculation | None = None) -> BatchingPolicy:
-    pool = KVBlockPool(num_blocks, block_size,
-                       prefix_caching=arm_prefix_caching(arm, prefix_caching))
+    """`kv_cache`: its allocation keys (null: paged); `block_size` and `prefix_caching` are
+    given apart, as tests build pools without a whole config."""
+    pool = build_pool(arm, num_blocks, block_size, max_model_len,
+                      prefix_caching=prefix_caching, kv_cache=kv_cache)
     resources = ReplicaResources(pool, swap_blocks, max_model_len, index, speculation)
     return POLICY_BUILDERS[arm.kind](arm, resources)

@@ -31,6 +31,7 @@ from batchsim.experiment.speculative_setup import SpeculativeSetupError
 from batchsim.experiment.traffic import BuiltTraffic, build_traffic
 from batchsim.gpu.model_spec import ModelError
 from batchsim.metrics.fairness import add_slowdown
+from batchsim.metrics.padding import padding_fraction
 from batchsim.metrics.prefix import add_cached_tokens, prefix_cache_metrics
 from batchsim.metrics.summary import SLOTargets, measured_mask, summarize
 from batchsim.metrics.tables import requests_table
@@ -103,10 +104,14 @@ def run_experiment(
         simulation.record.measure(Measurement(exp.warmup_s, exp.cooldown_s,
                                               exp.output.timeseries_bin_s))
         record = simulation.run()
-        requests = add_slowdown(requests_table(record.requests), arm_deployment.cost_model)
+        requests = add_slowdown(requests_table(record.requests, record.itl),
+                                arm_deployment.cost_model)
         prefix_caching = arm_prefix_caching(arm, exp.kv_cache.prefix_caching)
         if prefix_caching:
             requests = add_cached_tokens(requests, record.requests)
+        # From the request objects, before they go: their padding slots are in no table.
+        padding = padding_fraction(record.requests,
+                                   measured_mask(requests, exp.warmup_s, exp.cooldown_s))
         if disaggregated is None:
             # Every output of a request is in its table now (a disaggregated arm's transfer
             # columns still read the objects): the rest reads the step statistics and gaps.
@@ -117,6 +122,7 @@ def run_experiment(
             metrics["gpus"] = colocated_gpus(exp, arm)
             metrics["deployment"] = deployment_summary(arm_exp, arm_deployment)
             colocated.add_metrics(metrics, record)
+        metrics["padding_fraction"] = padding
         metrics["clipped_requests"] = traffic.clipped.count
         if prefix_caching:
             metrics["prefix_cache"] = prefix_cache_metrics(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from batchsim.metrics.kv_fragmentation import kv_fragmentation
 from batchsim.sim.recorder import RunRecord
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
@@ -43,6 +44,15 @@ def distribution(values: np.ndarray) -> dict[str, float | None]:
     # (the same order statistics and interpolation), at about a third of four calls' cost.
     tails = np.percentile(values, list(PERCENTILES.values())).tolist()
     stats.update(zip(PERCENTILES, tails, strict=True))
+    return stats
+
+
+def distribution_with_max(values: np.ndarray) -> dict[str, float | None]:
+    """`distribution` and the largest value: for token gaps, where one rare stall is the
+    story and even p99.9 can miss it."""
+    stats = distribution(values)
+    values = values[~np.isnan(values)]
+    stats["max"] = float(values.max()) if values.size else None
     return stats
 
 
@@ -89,7 +99,7 @@ def _itl_distribution(record: RunRecord, measured: np.ndarray) -> dict[str, floa
     """
     values, weights = record.itl.values_and_weights(measured)  # new arrays, weights > 0
     if values.size == 0:
-        return {"mean": None, **dict.fromkeys(PERCENTILES)}
+        return {"mean": None, **dict.fromkeys(PERCENTILES), "max": None}
     # The weights' order among equal gaps matters to the mean: a stable order. Taking the
     # values by it is a gather, far cheaper than sorting them again (docs/performance.md,
     # item 26); the old arrays go as the new ones come, so the peak grows by the weights only.
@@ -97,7 +107,7 @@ def _itl_distribution(record: RunRecord, measured: np.ndarray) -> dict[str, floa
     weights = weights[order]
     values = values[order]
     del order
-    return _sorted_distribution(values, weights)
+    return {**_sorted_distribution(values, weights), "max": float(values[-1])}
 
 
 def stable_order(values: np.ndarray) -> np.ndarray:
@@ -172,6 +182,8 @@ def summarize(
     metrics: dict[str, object] = {name: distribution(done[name].to_numpy())
                                   for name in LATENCY_COLUMNS}
     metrics["itl_s"] = _itl_distribution(record, measured)
+    # Over the same requests as `itl_s` (measured, finished or not), so its max is itl's.
+    metrics["max_gap_s"] = distribution_with_max(requests["max_gap_s"].to_numpy()[measured])
     metrics.update({
         "measured_requests": num_measured,
         "completed": len(done),
@@ -192,6 +204,7 @@ def summarize(
         "mean_batch_size": steps["mean_batch_size"],
         "gpu_busy_fraction": steps["gpu_busy_fraction"],
     })
+    metrics["kv_fragmentation"] = kv_fragmentation(record)
     metrics["slo_met"] = _slo_verdicts(metrics, slo)
     return metrics
 

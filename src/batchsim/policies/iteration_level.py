@@ -29,14 +29,18 @@ from batchsim.sim.step_plan import StepOutcome, StepPlan, apply_tokens
 
 
 def reject_if_never_fits(request: Request, pool: KVBlockPool) -> bool:
-    """Reject (with a reason) a request whose prompt + output exceeds the whole cache.
+    """Reject (with a reason) a request whose prompt + output exceeds the whole cache (or,
+    in a contiguous pool, whose reserved region does).
 
     The simulator knows the output length; a request that could not fit in the whole cache
     even alone would be preempted forever, so it is rejected up front. Returns True if it fits.
     """
-    need = pool.blocks_for(request.prompt_tokens + request.output_tokens)
+    tokens = pool.lifetime_tokens(request)
+    need = pool.blocks_for(tokens)
     if need > pool.num_blocks:
-        request.reject(f"needs {need} KV blocks for prompt+output, the cache has {pool.num_blocks}",
+        what = ("prompt+output" if tokens == request.prompt_tokens + request.output_tokens
+                else f"its reserved region of {tokens} tokens")
+        request.reject(f"needs {need} KV blocks for {what}, the cache has {pool.num_blocks}",
                        kind="kv_cache_too_small")
         return False
     return True
@@ -98,8 +102,8 @@ def schedule_all_decodes(
 def _allocate_growing(growing: list[Request], pool: KVBlockPool) -> bool:
     """A block each for the requests whose next token starts one; False (nothing changed)
     unless all fit."""
-    if len(growing) > pool.num_free:
-        return False
+    if pool.exact_growth and len(growing) > pool.num_free:
+        return False  # (a contiguous region already holds every running request's block)
     for request in growing:
         allocated = pool.allocate(request.request_id, request.num_tokens)
         assert allocated, "a running request held more KV than its computed tokens"
@@ -140,6 +144,8 @@ def decode_repeat_steps(plan: StepPlan, num_running: int, pool: KVBlockPool,
     """
     if len(plan.requests) != num_running:
         return 1
+    if not pool.exact_growth:  # contiguous regions hold every decode: nothing to run out of
+        return horizon
     # Allocation is exact: each request holds the blocks of the tokens it computes now.
     growth = plan.kv_growth  # counted while planning when nothing waited
     if growth is None:
@@ -174,7 +180,7 @@ class IterationLevelQueues:
     def _stretch_ahead(self) -> bool:
         """Plan a decode-only step with what the engine's stretch asks, counted in the same
         pass: when the engine stretches and no request waits (the plan is then all decodes)."""
-        return self._engine_stretches and not self.waiting
+        return self._engine_stretches and not self.waiting and self.pool.exact_growth
 
     def _lookahead_of(self, request: Request, tokens: int) -> int:
         """Extra tokens `request` computes this step if `tokens` make it a verification."""
@@ -208,8 +214,17 @@ class IterationLevelQueues:
         if self.admission is not None and not self.admission.admits(
                 request, num_waiting=len(self.waiting), has_room=self.has_room(), now=now):
             return False
+        self.pool.register(request)
         self.waiting.push(request)
         return True
+
+    def kv_holders(self) -> list[Request]:
+        """The requests holding KV now (sim/kv_fragmentation.py): the running batch."""
+        return self.running
+
+    def waiting_head(self) -> Request | None:
+        """The request admitted next, if any (sim/kv_fragmentation.py)."""
+        return self.waiting.head() if len(self.waiting) else None
 
     def _reserve_gate(self) -> ReserveGate | None:
         """The conservative-admission check for this step's admissions, if configured."""

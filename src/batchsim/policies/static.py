@@ -49,6 +49,15 @@ class StaticBatching:
     def has_work(self) -> bool:
         return bool(self.batch or self.waiting)
 
+    def kv_holders(self) -> list[Request]:
+        """The requests holding KV now (sim/kv_fragmentation.py): the batch, finished slots
+        included, which keep their reservation until the batch ends."""
+        return self.batch
+
+    def waiting_head(self) -> Request | None:
+        """The request admitted next, if any (sim/kv_fragmentation.py)."""
+        return self.waiting.head() if len(self.waiting) else None
+
     def has_room(self) -> bool:
         """Only between batches: newcomers cannot join a running static batch."""
         return not self.batch and len(self.waiting) < self.max_batch_size
@@ -144,7 +153,11 @@ class StaticBatching:
             self.waiting.on_finished(outcome.finished)
         self.prefilled = True
         if all(r.is_finished for r in self.batch):
+            # The batch decoded until its longest output was done: each slot computed as many
+            # decode steps as that one, the steps after its own last token being padding.
+            longest = max(r.num_generated for r in self.batch)
             for request in self.batch:
+                request.padding_slots = longest - request.num_generated
                 self.pool.free(request.request_id)
             self.batch = []
         return outcome

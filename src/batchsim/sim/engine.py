@@ -17,6 +17,7 @@ from batchsim.sim.cost_protocol import StepCostModel
 from batchsim.sim.dispatch import Dispatcher, RoutedDispatch, SharedQueueDispatch
 from batchsim.sim.frontend import Frontend
 from batchsim.sim.kv_cache import pool_block_keys
+from batchsim.sim.kv_fragmentation import meter_for
 from batchsim.sim.kv_growth import ExactGrowth, ListedGrowth
 from batchsim.sim.policy_protocol import BatchingPolicy
 from batchsim.sim.recorder import RunRecord
@@ -58,6 +59,9 @@ class Replica:
         self.on_progress = on_progress
         self.on_state_change = on_state_change
         self._steps = 0
+        self._kv_meter = meter_for(policy)
+        if self._kv_meter is not None:
+            record.kv_fragmentation.append(self._kv_meter)
         # A stretch in flight: step end times, cumulative blocks taken, free blocks and
         # uncached free blocks when it started.
         self._stretch: tuple[list[float], ExactGrowth | ListedGrowth, int, int] | None = None
@@ -175,6 +179,7 @@ class Replica:
             steps = bisect_left(ends, arrival) + 1
             del ends[steps:], durations[steps:]
         waiting = self.policy.num_waiting  # constant until the arrival that ends the stretch
+        external = 0 if self._kv_meter is None else self._kv_meter.external_now()  # likewise
         growth = kv_growth(plan, self.policy.pool, steps)
         pool = self.policy.pool
         self._stretch = (ends, growth, pool.num_free, pool.num_free_uncached)
@@ -192,9 +197,12 @@ class Replica:
             return
         # The steps before the last in bulk, with the last step's tokens (its gaps are the
         # batch's, like the steps' before it); then the last step through the policy.
+        kv_used = growth.cumulative(steps - 1, initial=pool.num_used)
+        if self._kv_meter is not None:
+            self._kv_meter.sample_stretch(len(plan.requests), kv_used, durations[: steps - 1],
+                                          external)
         advance_decode_steps(
-            plan, ends[: steps - 1], durations[: steps - 1],
-            growth.cumulative(steps - 1, initial=pool.num_used),
+            plan, ends[: steps - 1], durations[: steps - 1], kv_used,
             pool=pool, record=self.record, replica=self.index,
             num_waiting=waiting, last_end=env.now,
         )
@@ -216,6 +224,8 @@ class Replica:
             plan.total_new_tokens + plan.verified_tokens, outcome.num_tokens,
             policy.pool.num_used, policy.num_waiting, len(plan.preempted),
         )
+        if self._kv_meter is not None:
+            self._kv_meter.sample(duration)
         for request in outcome.finished:
             request.finish_s = now
             self.on_done(request)

@@ -14,8 +14,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import islice
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from batchsim.sim.request import Request
 
 
 class KVCacheError(RuntimeError):
@@ -27,6 +31,11 @@ class KVBlockPool:
 
     __slots__ = ("_block_of_key", "_evictable", "_free", "_key_of_block", "_owned", "_refs",
                  "_registered", "block_size", "num_blocks", "prefix_caching")
+    # Whether a request holds exactly the blocks of the tokens it has asked room for, so a
+    # decoding batch takes blocks as kv_growth.py counts (a contiguous pool reserves ahead).
+    exact_growth: ClassVar[bool] = True
+    allocation: ClassVar[str] = "paged"  # how blocks are laid out (kv_cache.allocation)
+    has_holes: ClassVar[bool] = False  # can free memory be unusable (external fragmentation)
 
     def __init__(self, num_blocks: int, block_size: int, *, prefix_caching: bool = False) -> None:
         if num_blocks < 1 or block_size < 1:
@@ -63,6 +72,24 @@ class KVBlockPool:
     def num_cached(self) -> int:
         """Blocks holding a cached prefix block, used or evictable."""
         return len(self._key_of_block)
+
+    def lifetime_tokens(self, request: Request) -> int:
+        """The most tokens `request` ever holds KV for: its prompt and whole output."""
+        return request.prompt_tokens + request.output_tokens
+
+    def register(self, request: Request) -> None:
+        """A request was queued: a pool that reserves per request up front learns its size
+        here; a paged pool allocates as tokens arrive and needs nothing."""
+
+    def refused_by_fragmentation(self) -> int:
+        """Requests refused although the free blocks sufficed: none, blocks being
+        interchangeable (a contiguous pool counts them)."""
+        return 0
+
+    def unusable_free_blocks(self, request: Request | None) -> int:
+        """Free blocks `request` could not use if admitted now: none, any free block serving
+        any request (a contiguous pool counts its holes too small for it)."""
+        return 0
 
     def _take(self, count: int) -> list[int]:
         """`count` blocks for new content: free ones first, then the least recently used

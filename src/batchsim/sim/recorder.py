@@ -8,12 +8,17 @@ import weakref
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 
+from batchsim.sim.kv_fragmentation import FragmentationMeter
 from batchsim.sim.request import Request, RequestStatus
 from batchsim.sim.step_log import Floats, Ints, extend_column
 from batchsim.sim.step_stats import Measurement, StepStats
+
+# Request ids per block when spreading each batch run's longest gap over its requests.
+_MAX_GAP_BLOCK = 1 << 20
 
 
 @dataclass(slots=True)
@@ -92,6 +97,40 @@ class ITLLog:
                 gaps[request_id].extend(run_gaps)
         return gaps
 
+    def max_gap_by_request(self, num_requests: int) -> np.ndarray:
+        """Each request's longest gap (ids 0 … num_requests − 1), NaN for a request with no
+        gap (fewer than two tokens). The same stored doubles as `values_and_weights`, so the
+        largest over any set of requests is exactly the largest of their pooled gaps."""
+        longest = np.full(num_requests, -np.inf)
+        np.maximum.at(longest, np.frombuffer(self.single_request, dtype=np.int32),
+                      np.frombuffer(self.single_gap, dtype=np.float64))
+        ids_end, ids_per_run, _ = self._runs()
+        run_max = self._run_max()
+        run_ids = np.frombuffer(self.run_ids, dtype=np.int32)
+        # Each run's max goes to each of its ids, a block of runs at a time: one value per id
+        # at once would be twice the ids' own memory (docs/performance.md, "What a run keeps").
+        cuts = np.searchsorted(ids_end, np.arange(_MAX_GAP_BLOCK, run_ids.size, _MAX_GAP_BLOCK))
+        for first, last in pairwise([0, *np.unique(cuts).tolist(), ids_end.size]):
+            if last > first:
+                start = int(ids_end[first] - ids_per_run[first])
+                np.maximum.at(longest, run_ids[start:int(ids_end[last - 1])],
+                              np.repeat(run_max[first:last], ids_per_run[first:last]))
+        longest[np.isneginf(longest)] = np.nan
+        return longest
+
+    def _run_max(self) -> np.ndarray:
+        """Each run's longest gap; -inf for a run without gaps."""
+        _, _, gaps_per_run = self._runs()
+        run_max = np.full(gaps_per_run.size, -np.inf)
+        has_gaps = gaps_per_run > 0
+        if has_gaps.any():
+            # A run's gaps are contiguous and runs without gaps add none, so the starts of the
+            # runs that have gaps split `run_gaps` into exactly their segments.
+            starts = (np.cumsum(gaps_per_run) - gaps_per_run)[has_gaps]
+            run_max[has_gaps] = np.maximum.reduceat(
+                np.frombuffer(self.run_gaps, dtype=np.float64), starts)
+        return run_max
+
     def values_and_weights(self, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The gaps of the requests where `counted[request_id]` is True, as (values, repeats):
         the single gaps, then each run's gaps weighted by its counted requests; gaps that no
@@ -131,6 +170,9 @@ class RunRecord:
     # when every replica has `kv_blocks_per_replica`.
     kv_blocks_by_replica: list[int] = field(default_factory=list)
     num_replicas: int = 1
+    # A fragmentation meter per replica whose policy names its KV holders
+    # (sim/kv_fragmentation.py), in replica order.
+    kv_fragmentation: list[FragmentationMeter] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.steps = StepStats(kv_capacity=self._kv_capacity_reader())

@@ -58,7 +58,7 @@ def _fmt(fmt: str, *path: str) -> Callable[[Metrics], str | None]:
 
 def _pair(render: Callable[[object], str | None], *paths: tuple[str, ...]
           ) -> Callable[[Metrics], str | None]:
-    """"a / b" from two values (p50 / p99, mean / max)."""
+    """"a / b" from two values (p50 / p99, mean / max), or more ("a / b / c")."""
     def cell(m: Metrics) -> str | None:
         parts = [render(_get(m, *path)) for path in paths]
         if all(part is None for part in parts):
@@ -115,7 +115,10 @@ COMMON_ROWS = (
     Row("total throughput (tok/s)", _fmt(",.0f", "total_throughput_tps")),
     Row("TTFT p50 / p99", _p50_p99("ttft_s")),
     Row("TPOT p50 / p99", _p50_p99("tpot_s")),
-    Row("ITL p50 / p99", _p50_p99("itl_s")),
+    # The max shows a rare stall below every percentile; per request, how many saw one.
+    Row("ITL p50 / p99 / max",
+        _pair(duration, ("itl_s", "p50"), ("itl_s", "p99"), ("itl_s", "max"))),
+    Row("per-request max gap p50 / p99", _p50_p99("max_gap_s")),
     Row("E2E p50 / p99", _p50_p99("e2e_s")),
     Row("queue delay p50 / p99", _p50_p99("queue_delay_s")),
     Row("goodput (req/s)", _fmt(",.2f", "goodput_rps")),

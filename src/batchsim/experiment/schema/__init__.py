@@ -16,6 +16,7 @@ from batchsim.experiment.schema.arms import (
     ArmAdmissionReserve,
     ArmDeployment,
     ArmDeploymentKey,
+    ArmKVAllocation,
     ArmOrdering,
     ArmPreemption,
     ArmPrefixCaching,
@@ -53,7 +54,8 @@ from batchsim.experiment.schema.common import (
 )
 from batchsim.experiment.schema.dtype import DTypeConfig
 from batchsim.experiment.schema.experiment import Experiment
-from batchsim.experiment.schema.kv_cache import KVCacheConfig
+from batchsim.experiment.schema.kv_allocation import arm_kv_allocation
+from batchsim.experiment.schema.kv_cache import KVAllocation, KVCacheConfig
 from batchsim.experiment.schema.lengths import (
     CorpusLengths,
     EmpiricalComponent,
@@ -108,6 +110,7 @@ __all__ = [
     "ArmAdmissionReserve",
     "ArmDeployment",
     "ArmDeploymentKey",
+    "ArmKVAllocation",
     "ArmOrdering",
     "ArmPreemption",
     "ArmPrefixCaching",
@@ -136,6 +139,7 @@ __all__ = [
     "GammaArrivals",
     "GeometricComponent",
     "GeometricLength",
+    "KVAllocation",
     "KVCacheConfig",
     "KVLinkConfig",
     "LengthConfig",
@@ -172,5 +176,6 @@ __all__ = [
     "WeibullArrivals",
     "WeightedComponent",
     "WorkloadConfig",
+    "arm_kv_allocation",
     "rule_error",
 ]

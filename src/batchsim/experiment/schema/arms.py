@@ -86,6 +86,9 @@ ArmAdmissionReserve = Annotated[AdmissionReserveConfig | None, Field(description
 ArmPrefixCaching = Annotated[bool | None, Field(description=(
     "Prefix caching for this arm; null follows `kv_cache.prefix_caching` (so one experiment "
     "can compare an arm with and without it on the same traffic)."))]
+ArmKVAllocation = Annotated[Literal["paged", "contiguous"] | None, Field(description=(
+    "KV allocation for this arm, `paged` or `contiguous`; null follows `kv_cache.allocation` "
+    "(so one experiment compares the two on the same memory and traffic)."))]
 ArmSpeculative = Annotated[SpeculativeConfig | None, Field(description=(
     "Speculative decoding for this arm; null decodes one token per step."))]
 
@@ -107,6 +110,7 @@ class ContinuousArm(ConfigModel):
     admission: ArmAdmission = None
     admission_reserve: ArmAdmissionReserve = None
     prefix_caching: ArmPrefixCaching = None
+    kv_allocation: ArmKVAllocation = None
     ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
     deployment: ArmDeploymentKey = None
     speculative: ArmSpeculative = None
@@ -141,6 +145,7 @@ class ChunkedPrefillArm(ConfigModel):
     admission: ArmAdmission = None
     admission_reserve: ArmAdmissionReserve = None
     prefix_caching: ArmPrefixCaching = None
+    kv_allocation: ArmKVAllocation = None
     ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
     deployment: ArmDeploymentKey = None
     speculative: ArmSpeculative = None

@@ -14,6 +14,7 @@ from batchsim.experiment.schema.common import (
     rule_error,
 )
 from batchsim.experiment.schema.dtype import DTypeConfig
+from batchsim.experiment.schema.kv_allocation import check_kv_allocation
 from batchsim.experiment.schema.kv_cache import KVCacheConfig
 from batchsim.experiment.schema.output import OutputConfig
 from batchsim.experiment.schema.plan import PlanConfig
@@ -59,7 +60,7 @@ class Experiment(ConfigModel):
     """Longest prompt + output a request may have; null means the model's
     `max_position_embeddings`. Lengths drawn from distributions are clipped to fit."""
     kv_cache: KVCacheConfig = Field(default_factory=KVCacheConfig)
-    """The paged KV cache."""
+    """The KV cache: blocks, their layout (paged or contiguous), swap space, prefix caching."""
     replicas: AtLeastOne = 1
     """Model replicas, each on `tensor_parallel × pipeline_parallel` GPUs (a `disaggregated`
     arm sizes its own pools instead)."""
@@ -148,6 +149,11 @@ class Experiment(ConfigModel):
             if kind in ("priority", "fair_share") and self.workload.tenants is None:
                 raise rule_error(key, f"{kind} needs workload.tenants: with one stream every "
                                       "request has the same tenant and priority")
+        return self
+
+    @model_validator(mode="after")
+    def _kv_allocation_fits_the_arms(self) -> Self:
+        check_kv_allocation(self.policies, self.kv_cache)
         return self
 
     @property

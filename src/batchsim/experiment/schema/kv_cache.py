@@ -1,16 +1,33 @@
-"""The paged KV cache: block size, capacity, swap space and prefix caching."""
+"""The KV cache: block size, capacity, allocation layout, swap space and prefix caching."""
+
+from typing import Literal
 
 from batchsim.experiment.schema.common import AtLeastOne, ConfigModel, NonNegative
 
+KVAllocation = Literal["paged", "contiguous"]
+
 
 class KVCacheConfig(ConfigModel):
-    """The paged KV cache."""
+    """The KV cache."""
 
     block_size: AtLeastOne = 16
     """Tokens per KV block."""
     num_blocks: AtLeastOne | None = None
     """Blocks per replica; overrides the capacity computed from GPU memory (for what-if studies
     and tests). Null computes it."""
+    allocation: KVAllocation = "paged"
+    """How sequences get KV memory. `paged` (vLLM's PagedAttention): a block at a time as
+    tokens arrive, from anywhere in the cache. `contiguous` (servers before paging): one region
+    of consecutive blocks per sequence, reserved whole at admission for its prompt plus its
+    most output (`contiguous_reserve`), placed first-fit and never moved, so free memory splits
+    into holes and a sequence waits when no hole holds it. Arms may set their own
+    (`policies[].kv_allocation`); `contiguous` applies to `continuous` and `chunked_prefill`
+    arms, without prefix caching or speculative decoding. The summary's `kv_fragmentation`
+    reports both kinds of waste (docs/how-to/kv-cache.md)."""
+    contiguous_reserve: Literal["max_output", "max_model_len"] = "max_output"
+    """What a contiguous region holds: `max_output`, the prompt plus the request's output
+    length (which stands for the client's `max_tokens`, as `vllm bench serve` sends it), or
+    `max_model_len` tokens for every sequence (a server that trusts no `max_tokens`)."""
     swap_space_gb: NonNegative = 4.0
     """Host memory per GPU, in GB, for swap preemption."""
     prefix_caching: bool = False
