@@ -9,8 +9,8 @@ writes the subsets the shipped profiles are fitted on as CSVs in the columns of
 them: for each CSV, the wheel, the member it was cut from and the rows kept. `calibrate fit`
 copies that line into the profile it writes.
 
-Only operator tables are read: a member outside `systems/data/<gpu>/{gemm,attention,comm}/`, or
-one named like the wheel's end-to-end samples, is refused. Those end-to-end rows are held out
+Only operator tables are read: a member outside `systems/data/<gpu>/{gemm,attention,comm,moe}/`,
+or one named like the wheel's end-to-end samples, is refused. Those end-to-end rows are held out
 for validating the simulator and must never reach a fit.
 """
 
@@ -31,7 +31,8 @@ import yaml
 PACKAGE = "aiconfigurator-core"
 _DATA = "aiconfigurator_core/systems/data/"
 _OPERATOR_MEMBER = re.compile(
-    r"^aiconfigurator_core/systems/data/[a-z0-9_]+/(gemm|attention|comm)/[^/]+/[^/]+/[^/]+\.parquet$"
+    r"^aiconfigurator_core/systems/data/[a-z0-9_]+/(gemm|attention|comm|moe)/[^/]+/[^/]+/"
+    r"[^/]+\.parquet$"
 )
 # Columns the shared tables drop: constant per file, or not read by the fit.
 _DROPPED = ("framework", "op_name", "beam_width")
@@ -63,6 +64,13 @@ def _bf16_attention(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[keep]
 
 
+def _moe(dtype: str) -> Filter:
+    # Balanced routing only: the fit uses no other (docs/how-to/calibrate.md), and the cut
+    # stays small.
+    return lambda frame: frame[
+        (frame["moe_dtype"] == dtype) & (frame["distribution"] == "balanced")]
+
+
 def _all(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
@@ -85,6 +93,13 @@ def cuts() -> list[Cut]:
                 f"{gpu}_{kind}_attention_perf_bf16.csv.gz",
                 f"{gpu}/attention/vllm/0.24.0/{kind}_attention_perf.parquet",
                 _bf16_attention, _ATTENTION_ROWS))
+    # Fused-MoE expert kernels, every kernel vLLM 0.24.0 ran (the fit keeps, per layout, the
+    # one measured most).
+    for gpu in ("h100_sxm", "h200_sxm", "b200_sxm"):
+        for dtype, tag in (("bfloat16", "bf16"), ("fp8_block", "fp8_block")):
+            tables.append(Cut(
+                f"{gpu}_moe_perf_{tag}.csv.gz", f"{gpu}/moe/vllm/0.24.0/moe_perf.parquet",
+                _moe(dtype), f"rows with moe_dtype == {dtype}; distribution == balanced"))
     # Whole files, as the shared tables keep them (the fit picks the all-reduce rows). The
     # H100 and H200 versions are those their profiles were first fitted on; the B200's is the
     # newest its tables hold, the H200's as well.

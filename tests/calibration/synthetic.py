@@ -17,6 +17,12 @@ _GEMM_GRID = {
     "n": [64, 512, 2048, 4096, 14336],
     "k": [64, 512, 1024, 2048, 4096, 8192, 16384],
 }
+_MOE_GRID = {
+    "num_tokens": [1, 4, 16, 64, 256, 1024, 4096, 16384],
+    # (hidden, expert width, top-k, experts): fine-grained, DeepSeek-like and Mixtral-like.
+    "model": [(2048, 768, 8, 128), (7168, 2048, 8, 256), (4096, 14336, 2, 8)],
+    "layout": [(1, 1), (4, 1), (1, 8)],  # (moe_tp_size, moe_ep_size)
+}
 _GRIDS = {
     "gemm": _GEMM_GRID,
     "decode_attention": {
@@ -40,6 +46,8 @@ _GRIDS = {
         "message_size": [2**p for p in range(8, 30, 2)],
     },
     "gemm_fp8": _GEMM_GRID,
+    "moe": _MOE_GRID,
+    "moe_fp8": _MOE_GRID,
 }
 _BF16_FAMILIES = ("gemm", "decode_attention", "prefill_attention", "allreduce")
 
@@ -57,6 +65,9 @@ def synthetic_tables(
         rows = pd.DataFrame(list(itertools.product(*grid.values())), columns=list(grid))
         if "heads" in rows:
             rows[["num_heads", "num_key_value_heads"]] = rows.pop("heads").tolist()
+        if "model" in rows:
+            rows[["hidden_size", "inter_size", "topk", "num_experts"]] = rows.pop("model").tolist()
+            rows[["moe_tp_size", "moe_ep_size"]] = rows.pop("layout").tolist()
         seconds = PREDICTORS[family](rows, gpu, gpu.efficiency)
         rows["seconds"] = seconds * np.exp(rng.normal(0.0, noise, len(rows)))
         rows["latency"] = rows["seconds"] * 1e3

@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
+from batchsim.calibration.moe_report import render_moe_before_after
 from batchsim.calibration.own_report import render_own_measurements
 from batchsim.calibration.report import render_fidelity, target_met
 from batchsim.gpu.hardware import list_gpu_profiles, load_gpu_profile
@@ -17,7 +18,8 @@ _SAMPLES = Path(str(files("batchsim.hardware_profiles"))) / "measurements"
 
 def test_committed_fidelity_report_matches_the_shipped_profiles() -> None:
     profiles = [load_gpu_profile(name) for name in list_gpu_profiles()]
-    rendered = render_fidelity(profiles, "images", render_own_measurements(_SAMPLES))
+    rendered = render_fidelity(profiles, "images", render_own_measurements(_SAMPLES),
+                               render_moe_before_after(profiles, _SAMPLES))
     # Compared at the printed precision, not byte for byte: the section on our own
     # measurements prices the shipped tables through the roofline, whose exp, log and
     # fractional powers numpy computes with different SIMD code on different CPUs (with and
@@ -34,8 +36,12 @@ def test_report_lists_every_calibrated_family_and_the_spec_only_profiles() -> No
     text = _DOC.read_text(encoding="utf-8")
     for name in list_gpu_profiles():
         assert name in text
-    assert text.count("| h100-sxm |") == 5  # bf16: four families; and fp8 GEMMs
+    # bf16: four families; fp8 GEMMs; two MoE families, also before and after their fit.
+    assert text.count("| h100-sxm |") == 9
     assert "| h200-sxm | GEMM, fp8 weights |" in text and "| b200 | GEMM, fp8 weights |" in text
+    for gpu in ("h100-sxm", "h200-sxm", "b200"):
+        assert f"| {gpu} | MoE experts, bf16 |" in text
+        assert f"| {gpu} | MoE experts, fp8 (block-scaled) |" in text
 
 
 def test_targets_apply_to_gemm_and_decode_on_the_three_datacentre_gpus() -> None:

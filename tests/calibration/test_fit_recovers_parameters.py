@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import MappingProxyType
 
 import pytest
 
@@ -116,3 +117,32 @@ def test_fp8_gemms_get_keys_of_their_own_and_leave_the_bf16_ones_alone() -> None
     assert result.families["gemm_fp8"].heldout.p90_ape < 0.01
     assert result.gpu.calibration is not None
     assert result.gpu.calibration.sources[0].family == "gemm_fp8"
+
+
+# A fused-MoE kernel unlike both the dense bf16 truth and every starting point.
+_MOE_TRUTH = {
+    "gemm_peak_efficiency": 0.61, "gemm_ramp_tokens": 30.0, "memory_efficiency": 0.86,
+    "kernel_launch_s": 1.9e-5, "moe_pair_passes": 5.5,
+}
+
+
+@pytest.mark.parametrize(("family", "dtype"), [("moe", "bf16"), ("moe_fp8", "fp8")])
+def test_moe_kernels_get_keys_of_their_own_and_leave_the_gemm_ones_alone(
+    family: str, dtype: str
+) -> None:
+    shipped = _truth_gpu()
+    dense = dataclasses.replace(shipped, efficiency=dataclasses.replace(
+        shipped.efficiency, moe_by_weights=MappingProxyType({})))
+    truth = dataclasses.replace(dense, efficiency=dense.efficiency.with_moe_for(dtype, _MOE_TRUTH))
+    tables = synthetic_tables(truth, noise=0.0, seed=6, families=(family,))
+    result = fit_profile(dense, tables, seed=0)
+    fitted = result.gpu.efficiency
+    assert set(fitted.moe_by_weights) == {dtype}
+    # The keys this small grid pins down (the ramp trades off against the K ramp).
+    for key in ("gemm_peak_efficiency", "memory_efficiency", "kernel_launch_s",
+                "moe_pair_passes"):
+        assert fitted.moe_by_weights[dtype][key] == pytest.approx(_MOE_TRUTH[key], rel=0.05), key
+    assert fitted.gemm_by_weights == dense.efficiency.gemm_by_weights
+    for key in GEMM_KEYS:
+        assert getattr(fitted, key) == getattr(dense.efficiency, key), key
+    assert result.families[family].heldout.p90_ape < 0.01

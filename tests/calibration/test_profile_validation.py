@@ -112,6 +112,37 @@ def test_a_weight_dtypes_own_gemm_keys_are_checked_like_the_top_level_ones(
         _load(tmp_path, document)
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda block: block.update(fp4=block["fp8"]),
+         r"unknown key 'efficiency\.moe_by_weights\.fp4'"),
+        (lambda block: block["bf16"].pop("moe_pair_passes"),
+         r"missing required key 'efficiency\.moe_by_weights\.bf16\.moe_pair_passes'"),
+        (lambda block: block["fp8"].update(memory_efficiency=1.5),
+         r"'efficiency\.moe_by_weights\.fp8\.memory_efficiency' must be a fraction"),
+        (lambda block: block["fp8"].update(gemm_quant_token_s=1e-9),
+         r"unknown key 'efficiency\.moe_by_weights\.fp8\.gemm_quant_token_s'"),
+        (lambda block: block["bf16"].update(moe_pair_passes=-1.0),
+         r"'efficiency\.moe_by_weights\.bf16\.moe_pair_passes' must be a non-negative"),
+    ],
+)
+def test_a_weight_dtypes_moe_keys_are_checked_like_its_gemm_keys(
+    tmp_path: Path, edit: Any, message: str
+) -> None:
+    document = _document()
+    edit(document["efficiency"]["moe_by_weights"])
+    with pytest.raises(HardwareError, match=r"fitted\.yaml: .*" + message):
+        _load(tmp_path, document)
+
+
+def test_moe_keys_belong_to_a_weight_dtypes_moe_block(tmp_path: Path) -> None:
+    document = _document()
+    document["efficiency"]["moe_pair_passes"] = 2.0
+    with pytest.raises(HardwareError, match=r"unknown key 'efficiency\.moe_pair_passes'"):
+        _load(tmp_path, document)
+
+
 def test_quantisation_keys_belong_to_a_weight_dtypes_block(tmp_path: Path) -> None:
     document = _document()
     document["efficiency"]["gemm_quant_token_s"] = 1e-9  # it would tax every bf16 GEMM

@@ -33,7 +33,11 @@ def test_shipped_samples_are_scored_like_the_recorded_error(gpu: str) -> None:
 
 def test_a_refit_on_the_small_local_sample_lands_near_the_shipped_profile() -> None:
     shipped = load_gpu_profile("h100-sxm")
-    refit = fit_profile(shipped, load_measurements(_SAMPLES / "h100-sxm"), seed=0).gpu
+    # The MoE families are left out: they fit no key checked here, and the suite's time is
+    # budgeted (their fit is tested on synthetic tables).
+    tables = {family: table for family, table in load_measurements(_SAMPLES / "h100-sxm").items()
+              if family not in ("moe", "moe_fp8")}
+    refit = fit_profile(shipped, tables, seed=0).gpu
     for key in ("gemm_peak_efficiency", "memory_efficiency", "kv_read_efficiency"):
         assert getattr(refit.efficiency, key) == pytest.approx(
             getattr(shipped.efficiency, key), rel=0.15
@@ -63,6 +67,27 @@ def test_gemm_tables_are_told_apart_by_their_weights(tmp_path: Path) -> None:
     assert tables["gemm"].rows["latency"].tolist() == [0.1]
     assert tables["gemm_fp8"].rows["latency"].tolist() == [0.2]
     assert tables["gemm_fp8"].source.filter == "gemm_dtype == fp8"
+
+
+def test_moe_tables_keep_balanced_routing_and_each_layouts_main_kernel(tmp_path: Path) -> None:
+    header = ("moe_dtype,distribution,kernel_source,num_tokens,hidden_size,inter_size,topk,"
+              "num_experts,moe_tp_size,moe_ep_size,latency\n")
+    shape = "1,2048,768,8,128"
+    rows = [
+        f"fp8_block,balanced,triton,{shape},1,1,0.1", f"fp8_block,balanced,triton,{shape},1,1,0.2",
+        f"fp8_block,balanced,cutlass,{shape},1,1,0.3",  # the layout's minority kernel
+        f"fp8_block,balanced,cutlass,{shape},1,8,0.4",  # another layout, its own kernel
+        f"fp8_block,power_law_1.2,triton,{shape},1,1,0.5", f"fp8,balanced,triton,{shape},1,1,0.6",
+    ]
+    text = header + "\n".join(rows) + "\n"
+    for tag in ("fp8", "fp8_block"):
+        (tmp_path / f"x_moe_perf_{tag}.csv").write_text(text, encoding="utf-8")
+    tables = load_measurements(tmp_path)
+    # The per-tensor fp8 table is passed over (docs/fidelity.md).
+    assert set(tables) == {"moe_fp8"}
+    fp8 = tables["moe_fp8"]
+    assert sorted(fp8.rows["latency"]) == [0.1, 0.2, 0.4]
+    assert fp8.source.filter.startswith("moe_dtype == fp8_block; distribution == balanced; ")
 
 
 def test_a_folders_provenance_names_where_each_table_came_from(tmp_path: Path) -> None:

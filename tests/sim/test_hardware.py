@@ -63,11 +63,13 @@ def test_calibrated_profiles_record_their_data_and_held_out_error(name: str) -> 
     assert gpu.name == name
     assert gpu.efficiency.calibrated is True
     assert gpu.calibration is not None
-    fp8 = {"gemm_fp8"} if name in _WITH_FP8_GEMMS else set()
+    # The GPUs with public fp8 GEMM tables also have fused-MoE expert tables.
+    fp8 = {"gemm_fp8", "moe", "moe_fp8"} if name in _WITH_FP8_GEMMS else set()
     assert set(gpu.calibration.heldout_error) == {
         "gemm", "decode_attention", "prefill_attention", "allreduce", *fp8
     }
     assert set(gpu.efficiency.gemm_by_weights) == ({"fp8"} if fp8 else set())
+    assert set(gpu.efficiency.moe_by_weights) == ({"bf16", "fp8"} if fp8 else set())
     assert all(source.rows > 0 for source in gpu.calibration.sources)
     assert set(gpu.calibration.not_fitted) == {"step_overhead_s", "per_seq_overhead_s"}
     assert 0 < gpu.efficiency.memory_efficiency <= 1

@@ -60,17 +60,17 @@ def test_tensor_parallel_arms_run_out_of_kv_and_dp_attention_does_not(
     assert _arm(result, "dp-attention-ep8")["preemptions"] == 0
     tpot = {name: _arm(result, name)["tpot_s"]["p50"]  # type: ignore[index]
             for name in ARMS}
-    # docs/how-to/moe.md: "TPOT p50 falls by about 38%" (60.9 vs 98.0 ms).
-    assert tpot["dp-attention-ep8"] < 0.65 * tpot["tp8"]
+    # docs/how-to/moe.md: "TPOT p50 falls by about 47%" (60.4 vs 113.4 ms).
+    assert tpot["dp-attention-ep8"] < 0.6 * tpot["tp8"]
     assert tpot["tp8-ep8"] < tpot["tp8"]
     # The TP arms queue past the 5 s TTFT target and their decode p99 past its 100 ms budget;
-    # data-parallel attention meets both.
+    # data-parallel attention meets both for all but one or two requests.
     for name in ("tp8", "tp8-ep8"):
         metrics = _arm(result, name)
         assert metrics["ttft_s"]["p99"] > 5.0  # type: ignore[index]
         assert metrics["tpot_s"]["p99"] > 0.1  # type: ignore[index]
         assert metrics["slo_attainment"] < 0.6  # type: ignore[operator]
-    assert _arm(result, "dp-attention-ep8")["slo_attainment"] == 1.0
+    assert _arm(result, "dp-attention-ep8")["slo_attainment"] >= 0.998  # type: ignore[operator]
 
 
 def _row(doc: str, name: str) -> str:

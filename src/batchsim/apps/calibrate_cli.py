@@ -30,6 +30,7 @@ from batchsim.calibration.measure.kernel_breakdown import (
     run_breakdown,
 )
 from batchsim.calibration.measure.run import MeasureError, MeasureOptions, default_device, measure
+from batchsim.calibration.moe_report import render_moe_before_after
 from batchsim.calibration.own_report import render_own_measurements
 from batchsim.calibration.report import render_fidelity, target_met
 from batchsim.calibration.samples import write_samples
@@ -208,7 +209,8 @@ def report_command(
         image_dir = out.parent / "images"
         out.parent.mkdir(parents=True, exist_ok=True)
         own = render_own_measurements(samples)
-        out.write_text(render_fidelity(profiles, "images", own), encoding="utf-8")
+        moe = render_moe_before_after(profiles, samples)
+        out.write_text(render_fidelity(profiles, "images", own, moe), encoding="utf-8")
         typer.echo(f"wrote {out}")
         if not plots:
             return

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from batchsim.calibration.ttft_decomposition import SIDES, decompose, render_decomposition
+
 REPLAY_TABLE = Path(str(files("batchsim.hardware_profiles"))) / "measurements" / "replay-dev.csv"
 """The committed per-case table of the development replay."""
 DEV_DATA = "serving_benchmarks_dev.csv"
@@ -112,6 +114,7 @@ def render_end_to_end(table: pd.DataFrame) -> str:
         _introduction(table),
         _error_table(table, cases),
         _length_table(cases),
+        render_decomposition(cases),
         _findings(table, cases),
     ])
 
@@ -296,15 +299,37 @@ def _vllm_prompt_length(table: pd.DataFrame, cases: pd.DataFrame) -> str:
         return ""
     parts = [f"{_where(key)}: {_ends_text(group, 'prompt_tokens', 'ttft')}"
              for key, group in groups]
-    # Said only where the numbers say it: short prompts too slow and long ones too fast.
-    waves = (" With identical requests the simulated closed loop keeps waves of requests "
-             "together (a wave that arrives together is prefilled in the same steps, and its "
-             "requests then finish together); the front end's serial time spreads a wave only "
-             "partly. The measured TTFTs say short-prompt runs are spread out far more and "
-             "long-prompt runs less.") if all(_crosses(group) for _, group in groups) else ""
     return ("- **vLLM TTFT against prompt length** (bf16 weights; " + "; ".join(parts) + ")." +
-            waves + " How the benchmark client paced its requests is not published; "
-            "replaying per-request results would tell.")
+            _vllm_first_token(mine))
+
+
+def _vllm_first_token(cases: pd.DataFrame) -> str:
+    """What the decomposition says of the vLLM cases, at the shortest and longest prompts."""
+    parts = decompose(cases)
+    lengths = sorted(set(parts["prompt_tokens"]))
+    if len(lengths) < 2:
+        return ""
+    ends = [parts[parts["prompt_tokens"] == length] for length in (lengths[0], lengths[-1])]
+    per_step = lengths[-1] / ends[1]["measured_excess_steps"].median()
+    return (" Decomposed (the table above; ranges are the middle 80% of the cases): " +
+            "; ".join(_first_token_text(end) for end in ends) + ". A prompt's first token "
+            f"thus comes about one decode step per {per_step:.0f} prompt tokens later than "
+            "its own compute accounts for, at every tensor-parallel size, as if the prompt "
+            "were computed in small chunks beside the decodes; the simulated prompt is "
+            "computed in one step (vLLM's 8,192-token budget), its closed loop keeping part of "
+            "each wave together. vLLM 0.12.0's defaults split no prompt that fits the budget "
+            "(`long_prefill_token_threshold` is set only with `max_num_partial_prefills` > 1, "
+            "vllm/config/scheduler.py), and how the benchmarks launched the engine is not "
+            "published, so nothing is encoded.")
+
+
+def _first_token_text(rows: pd.DataFrame) -> str:
+    stall = [rows[f"{side}_stall_s"].median() for side in SIDES]
+    steps = [rows[f"{side}_excess_steps"].quantile([0.1, 0.9]).to_numpy() for side in SIDES]
+    return (f"{int(rows['prompt_tokens'].iloc[0]):,}-token prompts stall the others "
+            f"{stall[0]:.3f} s measured, {stall[1]:.3f} s simulated, and their TTFT holds "
+            f"{steps[0][0]:.0f}-{steps[0][1]:.0f} decode steps beyond that measured, "
+            f"{steps[1][0]:.0f}-{steps[1][1]:.0f} simulated")
 
 
 def _crosses(cases: pd.DataFrame) -> bool:

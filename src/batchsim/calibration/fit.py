@@ -29,7 +29,7 @@ from batchsim.calibration.predict import PREDICTORS
 from batchsim.calibration.solver import Solution, minimise
 from batchsim.calibration.tables import FamilyTable
 from batchsim.gpu.calibration_record import FAMILIES, CalibrationRecord, HeldOutError
-from batchsim.gpu.hardware import QUANT_KEYS, SM_TERMS, GpuProfile, RooflineEfficiency
+from batchsim.gpu.hardware import MOE_KEYS, QUANT_KEYS, SM_TERMS, GpuProfile, RooflineEfficiency
 
 METHOD = (
     "batchsim calibrate fit: per operator family, Levenberg-Marquardt with a soft-L1 loss "
@@ -224,8 +224,9 @@ def _starts(parameters: tuple[Parameter, ...]) -> list[np.ndarray]:
 
 
 def _efficiency_keys() -> tuple[str, ...]:
-    """The profile's top-level keys (a weight dtype's own GEMM keys are all fitted or absent)."""
-    skip = {"calibrated", "note", "gemm_by_weights", *QUANT_KEYS}
+    """The profile's top-level keys (a weight dtype's own GEMM and MoE keys are all fitted or
+    absent)."""
+    skip = {"calibrated", "note", "gemm_by_weights", "moe_by_weights", *QUANT_KEYS, *MOE_KEYS}
     return tuple(f.name for f in dataclasses.fields(RooflineEfficiency) if f.name not in skip)
 
 

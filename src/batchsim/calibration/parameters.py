@@ -52,6 +52,8 @@ _GEMM = (
     _p("gemm_wave_exponent", Bound.FRACTION, 0.5, 0.3, 0.15),
 )
 
+_MOE_PASSES = _p("moe_pair_passes", Bound.POSITIVE, 4.0, 1.0, 8.0)
+
 FAMILY_PARAMETERS: Mapping[str, tuple[Parameter, ...]] = MappingProxyType(
     {
         "gemm": _GEMM,
@@ -84,6 +86,10 @@ FAMILY_PARAMETERS: Mapping[str, tuple[Parameter, ...]] = MappingProxyType(
             _p("allreduce_bandwidth_efficiency", Bound.FRACTION, 0.5, 0.3, 0.8),
             _p("allreduce_scaling_exponent", Bound.EXPONENT, 0.0, 1.0, -0.2),
         ),
+        # A fused-MoE kernel: grouped GEMMs with every GEMM key of their own, and the passes
+        # over each routed pair's hidden row around them.
+        "moe": (*_GEMM, _MOE_PASSES),
+        "moe_fp8": (*_GEMM, _MOE_PASSES),
     }
 )
 
@@ -152,6 +158,8 @@ def round_significant(value: float, digits: int = 4) -> float:
 FAMILY_WEIGHTS: Mapping[str, str] = MappingProxyType({"gemm_fp8": "fp8"})
 """Families whose keys are a weight dtype's own GEMM keys (`gemm_by_weights`), not the
 profile's top-level ones."""
+FAMILY_MOE_WEIGHTS: Mapping[str, str] = MappingProxyType({"moe": "bf16", "moe_fp8": "fp8"})
+"""Families whose keys are a weight dtype's fused-MoE keys (`moe_by_weights`)."""
 
 
 def with_values(eff: RooflineEfficiency, values: Mapping[str, float]) -> RooflineEfficiency:
@@ -164,6 +172,8 @@ def with_family_values(
     eff: RooflineEfficiency, family: str, values: Mapping[str, float]
 ) -> RooflineEfficiency:
     """`eff` with `family`'s keys replaced where that family keeps them."""
+    if family in FAMILY_MOE_WEIGHTS:
+        return eff.with_moe_for(FAMILY_MOE_WEIGHTS[family], values)
     weights = FAMILY_WEIGHTS.get(family)
     if weights is None:
         return with_values(eff, values)

@@ -20,6 +20,8 @@ _TITLES = {
     "prefill_attention": "prefill attention",
     "allreduce": "all-reduce",
     "gemm_fp8": "GEMM, fp8 weights",
+    "moe": "MoE experts, bf16",
+    "moe_fp8": "MoE experts, fp8 block",
 }
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from batchsim.calibration.tables import allreduce_message_bytes
 from batchsim.gpu.dtypes import ACTIVATION_BYTES, bytes_per_element
 from batchsim.gpu.hardware import GpuProfile, RooflineEfficiency
+from batchsim.gpu.moe_experts import ExpertLoad, ExpertShape, routed_expert_parts
 from batchsim.gpu.roofline import (
     allreduce_seconds,
     decode_attention_seconds,
@@ -86,10 +87,50 @@ def predict_allreduce(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficien
     )
 
 
+def predict_moe(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
+    return _moe_with_weights(rows, gpu, eff, "bf16")
+
+
+def predict_moe_fp8(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
+    return _moe_with_weights(rows, gpu, eff, "fp8")
+
+
+def _moe_with_weights(
+    rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency, weights: str
+) -> np.ndarray:
+    """One fused-MoE call as the cost model prices a layer's routed experts, on the load the
+    benchmark gave it (`benchmark_expert_load`)."""
+    tp, ep = _column(rows, "moe_tp_size"), _column(rows, "moe_ep_size")
+    shape = ExpertShape(
+        num_experts=_column(rows, "num_experts"), top_k=_column(rows, "topk"),
+        expert_parallel=ep, hidden=_column(rows, "hidden_size"),
+        width=np.ceil(_column(rows, "inter_size") / tp),
+    )
+    seconds, _, _ = routed_expert_parts(
+        benchmark_expert_load(_column(rows, "num_tokens"), shape), shape,
+        peak_flops=gpu.peak_flops.for_weights(weights), memory_bw=gpu.memory_bandwidth_bytes_per_s,
+        weight_bytes=bytes_per_element(weights), sm_count=gpu.parallel_units,
+        eff=eff.for_moe(weights),
+    )
+    return np.asarray(seconds)
+
+
+def benchmark_expert_load(tokens: np.ndarray, shape: ExpertShape) -> ExpertLoad:
+    """The load of aiconfigurator's balanced routing: each of T tokens picks k experts
+    round-robin over all E, so min(E, T·k) of them are touched, an EP-th of those and of the
+    T·k pairs on the measured GPU, which routes all T·k picks (its kernel masks the rest).
+    Random routing, which the simulator assumes, touches fewer experts at small T."""
+    picks = tokens * shape.top_k
+    ep = shape.expert_parallel
+    return ExpertLoad(np.minimum(shape.num_experts, picks) / ep, picks / ep, picks)
+
+
 PREDICTORS: dict[str, Predictor] = {
     "gemm": predict_gemm,
     "decode_attention": predict_decode,
     "prefill_attention": predict_prefill,
     "allreduce": predict_allreduce,
     "gemm_fp8": predict_gemm_fp8,
+    "moe": predict_moe,
+    "moe_fp8": predict_moe_fp8,
 }

@@ -68,10 +68,11 @@ _SHORTFALLS = """\
 """
 
 def render_fidelity(profiles: Sequence[GpuProfile], image_dir: str | None,
-                    own_measurements: str) -> str:
+                    own_measurements: str, moe_before_after: str = "") -> str:
     """The whole markdown document; `own_measurements` is a section rendered by
-    `calibration.own_report`; the last one, end to end, is rendered from the shipped replay
-    table by `calibration.end_to_end_report`."""
+    `calibration.own_report`, `moe_before_after` one by `calibration.moe_report` (it closes
+    "What the operator fit covers"); the last one, end to end, is rendered from the shipped
+    replay table by `calibration.end_to_end_report`."""
     calibrated = [p for p in profiles if p.calibration is not None]
     spec_only = [p for p in profiles if p.calibration is None]
     parts = [_header(), _error_table(calibrated)]
@@ -81,7 +82,10 @@ def render_fidelity(profiles: Sequence[GpuProfile], image_dir: str | None,
     end_to_end = render_end_to_end(read_replay_table())
     # The own-measurements section, once the last, ends in an extra newline: trimmed, so that
     # one blank line separates it from the next as between the others.
-    parts += [_SHORTFALLS, own_measurements.rstrip("\n") + "\n", end_to_end]
+    parts.append(_SHORTFALLS)
+    if moe_before_after:
+        parts.append(moe_before_after)
+    parts += [own_measurements.rstrip("\n") + "\n", end_to_end]
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -155,6 +159,8 @@ def _spec_only_section(profiles: Sequence[GpuProfile]) -> str:
 # Appended, not merged above (the sections above are shared with the end-to-end report): the
 # operator families beyond bf16.
 FAMILY_NAMES["gemm_fp8"] = "GEMM, fp8 weights"
+FAMILY_NAMES["moe"] = "MoE experts, bf16"
+FAMILY_NAMES["moe_fp8"] = "MoE experts, fp8 (block-scaled)"
 _SHORTFALLS += """
 ## What the operator fit covers, and what it does not
 
@@ -186,15 +192,35 @@ _SHORTFALLS += """
   shows (rows over 1 ms), block-scaled runs at 0.87 (H100), 0.98 (H200) and 0.99 (B200) of
   per-tensor's time (median), and the per-tensor keys price those rows +20%, +3% and +5%
   (median; p90 of the absolute error 18-33%).
-- **Not fitted, MoE experts:** routed experts are priced as one GEMM of the touched experts
-  side by side (`gpu/moe_cost.py`) with the dense GEMM keys of the weights' dtype; the fused-MoE
-  kernels' own tables (`moe/` in the wheel: Triton and FlashInfer CUTLASS experts, bf16, fp8
-  and fp8_block, balanced and power-law routing) are not fitted yet, nor the all-to-all (spec
-  bandwidth: docs/how-to/moe.md).
+- **Fitted, fused-MoE experts** (`MoE experts` above: vLLM 0.24.0's fused-MoE kernels on the
+  H100, H200 and B200, `moe/` in the wheel): they get GEMM keys of their own per weight dtype
+  (`efficiency.moe_by_weights`), which the cost model uses for the routed experts
+  (`gpu/moe_experts.py`), and one more, `moe_pair_passes`: the passes over a bf16 hidden row
+  that each routed (token, expert) pair costs beside the grouped GEMMs (gathering it, quantising
+  it for fp8, the weighted sum back), which makes a call of many tokens on few experts slower
+  than its GEMMs alone. The GEMMs are shaped as before (the touched experts' matrices side by
+  side, one launch and K loop); what is new is their keys and the pair passes. Fitted on
+  balanced routing and, per (TP, EP) layout, the kernel vLLM ran most there (Triton for bf16
+  on Hopper, Triton under TP and FlashInfer's CUTLASS under EP for block-scaled fp8; TRT-LLM's
+  kernels on the B200). The fp8 keys are fitted on block-scaled fp8 (DeepSeek-style
+  checkpoints, the fp8 MoE models people serve), and price per-tensor fp8 experts too: the
+  per-tensor table (FlashInfer's CUTLASS kernel with ModelOpt scales) is slower than bf16 on
+  Hopper wherever weights dominate (on the H200, one token through 128 experts of 4096 x
+  1536, top-8: 0.33 ms, against 0.096 ms for bf16's Triton kernel), an outlier left
+  unfitted. The benchmark routes round-robin, touching min(E, T·k) experts; the simulator
+  routes at random, touching fewer at small T: each is priced on its own load by the same
+  kernel function. Not fitted: power-law routing (skew is the deployment's `moe_imbalance`),
+  the all-to-all (spec bandwidth: docs/how-to/moe.md). The table below compares the dense
+  keys' price with the fitted one on the shipped held-out samples.
 - **Not fitted, MLA:** absorbed decode and non-absorbed prefill are priced by the GQA
   attention keys with MLA's shapes (`gpu/moe_cost.py`, `attention_shape`); the wheel's MLA
-  tables time whole DeepSeek-V3 attention modules (FlashMLA and FlashAttention MLA, bf16 and
-  fp8 KV), which no family fits yet.
+  tables (`mla/`: FlashMLA, FlashAttention MLA, FlashInfer MLA, bf16 and fp8 KV) time whole
+  DeepSeek-V3 attention modules: the projection GEMMs, the norms, rotary embedding and
+  KV-cache write, and the attention kernel in one row. The cost model prices the GEMMs and the
+  kernel but no element-wise work ("Our own measurements" below: the same gap in whole
+  prefill steps), so attention keys fitted to those rows would carry that work as attention.
+  The family waits for the element-wise work to be priced (or for tables of the attention
+  kernel alone).
 - **Not fitted:** fp8 KV caches (the decode keys are bf16's, at half the bytes), int8 and int4
   GEMMs (bf16 keys at their rate), sliding-window attention.
 """

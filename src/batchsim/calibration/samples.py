@@ -44,4 +44,6 @@ def _stem(family: str) -> str:
         "decode_attention": "generation_attention_perf_bf16",
         "allreduce": "nccl_all_reduce",
         "gemm_fp8": "gemm_perf_fp8",
+        "moe": "moe_perf_bf16",
+        "moe_fp8": "moe_perf_fp8_block",
     }[family]

@@ -11,6 +11,8 @@ _SHORT = {
     "prefill_attention": "prefill",
     "allreduce": "allreduce",
     "gemm_fp8": "gemm fp8",
+    "moe": "moe",
+    "moe_fp8": "moe fp8",
 }
 
 

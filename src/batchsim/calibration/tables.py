@@ -7,14 +7,19 @@ Both use the columns of NVIDIA aiconfigurator's per-operator tables (latency in 
 - `*nccl*.csv`: op_name, num_gpus, message_size, latency. `message_size` counts elements of
   `nccl_dtype` (half when the column is absent), not bytes: aiconfigurator's collector divides
   the nccl-tests byte size by the element size before writing it (`allreduce_message_bytes`).
+- `*moe_perf*`: num_tokens, hidden_size, inter_size, topk, num_experts, moe_tp_size,
+  moe_ep_size, latency: one fused-MoE expert kernel call (`moe_perf_bf16`: family `moe`;
+  `moe_perf_fp8_block`: block-scaled fp8, family `moe_fp8`; `moe_perf_fp8`, per-tensor, is not
+  fitted: docs/fidelity.md). Rows of balanced routing only, and per parallel layout the kernel
+  most rows were measured with (vLLM picks its kernel by layout).
 
 Extra columns are allowed; rows of other dtypes, kernels or ops are filtered out and the filter
-is recorded, so a profile says exactly which rows it was fitted on. GEMM tables are told apart
-by their weights' dtype in the name: `*gemm_perf_fp8*` is per-tensor fp8 (family `gemm_fp8`),
-`*gemm_perf_fp8_block*` block-scaled fp8, which is not fitted (below ~0.1 ms the public tables
-time a fixed host-side floor, not the GPU: docs/fidelity.md) and so is skipped, and any other
-`*gemm_perf*` bf16. A folder's `provenance.yaml`, if present, says where each file was cut from
-(file name -> text); the fit copies that into the profile.
+is recorded, so a profile says exactly which rows it was fitted on. GEMM (and MoE) tables are
+told apart by their weights' dtype in the name: `*gemm_perf_fp8*` is per-tensor fp8 (family
+`gemm_fp8`), `*gemm_perf_fp8_block*` block-scaled fp8, which is not fitted (below ~0.1 ms the
+public tables time a fixed host-side floor, not the GPU: docs/fidelity.md) and so is skipped,
+and any other `*gemm_perf*` bf16. A folder's `provenance.yaml`, if present, says where each
+file was cut from (file name -> text); the fit copies that into the profile.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ import yaml
 from batchsim.gpu.calibration_record import FAMILIES, MeasurementSource
 
 FILE_PATTERNS: tuple[tuple[str, str | None], ...] = (
+    ("moe_perf_fp8_block", "moe_fp8"),
+    ("moe_perf_fp8", None),
+    ("moe_perf", "moe"),
     ("gemm_perf_fp8_block", None),
     ("gemm_perf_fp8", "gemm_fp8"),
     ("gemm_perf", "gemm"),
@@ -39,6 +47,8 @@ FILE_PATTERNS: tuple[tuple[str, str | None], ...] = (
 """A file belongs to the family of the first pattern its name contains (None: not fitted)."""
 PROVENANCE_FILE = "provenance.yaml"
 
+_MOE_COLUMNS = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+                "moe_ep_size", "latency")
 REQUIRED_COLUMNS = {
     "gemm": ("m", "n", "k", "latency"),
     "gemm_fp8": ("m", "n", "k", "latency"),
@@ -49,6 +59,8 @@ REQUIRED_COLUMNS = {
         "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "step", "latency",
     ),
     "allreduce": ("op_name", "num_gpus", "message_size", "latency"),
+    "moe": _MOE_COLUMNS,
+    "moe_fp8": _MOE_COLUMNS,
 }
 
 
@@ -150,6 +162,21 @@ def _majority_kernel(frame: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
     return frame[frame["kernel_source"] == kernel]
 
 
+def _moe_rows(frame: pd.DataFrame, dtype: str) -> tuple[pd.DataFrame, str]:
+    """Balanced routing (the simulator spreads tokens evenly; skew is `moe_imbalance`), and per
+    (TP, EP) layout its most measured kernel: on Hopper vLLM runs block-scaled fp8 experts
+    with Triton under TP and FlashInfer's CUTLASS under EP, and a table may hold both."""
+    notes: list[str] = []
+    frame = _keep_equal(frame, "moe_dtype", dtype, notes)
+    frame = _keep_equal(frame, "distribution", "balanced", notes)
+    if "kernel_source" not in frame.columns or frame.empty:
+        return frame, "; ".join(notes) or "all rows"
+    notes.append("per (moe_tp_size, moe_ep_size) its most frequent kernel_source")
+    layouts = frame.groupby(["moe_tp_size", "moe_ep_size"])["kernel_source"]
+    majority = layouts.transform(lambda kernels: kernels.value_counts().idxmax())
+    return frame[frame["kernel_source"] == majority], "; ".join(notes)
+
+
 def _gemm_rows(frame: pd.DataFrame, dtype: str) -> tuple[pd.DataFrame, str]:
     notes: list[str] = []
     frame = _keep_equal(frame, "gemm_dtype", dtype, notes)
@@ -199,4 +226,6 @@ _FILTERS = {
     "prefill_attention": lambda frame: _attention_rows(frame, decode=False),
     "decode_attention": lambda frame: _attention_rows(frame, decode=True),
     "allreduce": _allreduce_rows,
+    "moe": lambda frame: _moe_rows(frame, "bfloat16"),
+    "moe_fp8": lambda frame: _moe_rows(frame, "fp8_block"),
 }

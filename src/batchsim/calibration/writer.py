@@ -9,7 +9,7 @@ from pathlib import Path
 
 from batchsim.calibration.parameters import round_significant
 from batchsim.gpu.calibration_record import CalibrationRecord
-from batchsim.gpu.hardware import GEMM_KEYS, QUANT_KEYS, GpuProfile, RooflineEfficiency
+from batchsim.gpu.hardware import GEMM_KEYS, MOE_KEYS, QUANT_KEYS, GpuProfile, RooflineEfficiency
 
 _EFFICIENCY_COMMENTS = {
     "gemm_peak_efficiency": "e_c for large GEMMs",
@@ -42,8 +42,10 @@ _EFFICIENCY_COMMENTS = {
     "step_overhead_s": "c0 per step (prior: not measured by operator tables)",
     "per_seq_overhead_s": "c1 per sequence (prior: not measured by operator tables)",
     "gemm_quant_token_s": "activation quantisation: s per token (row)",
+    "moe_pair_passes": "hidden-row passes per routed pair",
 }
-_NOT_TOP_LEVEL = {"calibrated", "note", "gemm_by_weights", *QUANT_KEYS}
+_NOT_TOP_LEVEL = {"calibrated", "note", "gemm_by_weights", "moe_by_weights", *QUANT_KEYS,
+                  *MOE_KEYS}
 
 
 def render_profile(spec_text: str, gpu: GpuProfile) -> str:
@@ -84,6 +86,8 @@ def _efficiency_block(eff: RooflineEfficiency) -> str:
         lines.append(_key_line("  ", field.name, getattr(eff, field.name)))
     if eff.gemm_by_weights:
         lines += _gemm_by_weights_lines(eff.gemm_by_weights)
+    if eff.moe_by_weights:
+        lines += _moe_by_weights_lines(eff.moe_by_weights)
     return "\n".join(lines) + "\n"
 
 
@@ -94,13 +98,25 @@ def _key_line(indent: str, key: str, raw: float | bool) -> str:
 
 
 def _gemm_by_weights_lines(by_weights: Mapping[str, Mapping[str, float]]) -> list[str]:
-    lines = ["  # GEMMs with these weights run their own kernels: every GEMM key again, fitted",
-             "  # on their own tables, and the kernel that quantises their activations.",
-             "  gemm_by_weights:"]
+    return _by_weights_lines(
+        ["  # GEMMs with these weights run their own kernels: every GEMM key again, fitted",
+         "  # on their own tables, and the kernel that quantises their activations.",
+         "  gemm_by_weights:"], by_weights, (*GEMM_KEYS, *QUANT_KEYS))
+
+
+def _moe_by_weights_lines(by_weights: Mapping[str, Mapping[str, float]]) -> list[str]:
+    return _by_weights_lines(
+        ["  # Routed experts run fused-MoE kernels: GEMM keys of their own, fitted on those",
+         "  # kernels' tables, and the passes over each routed pair's hidden row.",
+         "  moe_by_weights:"], by_weights, (*GEMM_KEYS, *MOE_KEYS))
+
+
+def _by_weights_lines(head: list[str], by_weights: Mapping[str, Mapping[str, float]],
+                      keys: tuple[str, ...]) -> list[str]:
+    lines = list(head)
     for dtype in sorted(by_weights):
         lines.append(f"    {dtype}:")
-        lines += [_key_line("      ", key, by_weights[dtype][key])
-                  for key in (*GEMM_KEYS, *QUANT_KEYS)]
+        lines += [_key_line("      ", key, by_weights[dtype][key]) for key in keys]
     return lines
 
 

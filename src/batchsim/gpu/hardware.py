@@ -87,6 +87,13 @@ class RooflineEfficiency:
     # keys above describe: weight dtype -> every key of GEMM_KEYS and QUANT_KEYS.
     gemm_by_weights: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: MappingProxyType({}))
+    # The fused-MoE expert kernel (`gpu.moe_experts`): passes over a bf16 hidden row per routed
+    # (token, expert) pair beside its GEMMs. 0 (not priced) but through `moe_by_weights`.
+    moe_pair_passes: float = 0.0
+    # Routed experts run fused-MoE kernels of their own: weight dtype -> every key of GEMM_KEYS
+    # and MOE_KEYS, fitted on those kernels' tables.
+    moe_by_weights: Mapping[str, Mapping[str, float]] = field(
+        default_factory=lambda: MappingProxyType({}))
 
     def for_weights(self, weight_dtype: str) -> RooflineEfficiency:
         """The efficiencies a GEMM with `weight_dtype` weights runs at: its own GEMM keys
@@ -96,6 +103,31 @@ class RooflineEfficiency:
             return self
         fields: dict[str, Any] = dict(keys)
         return dataclasses.replace(self, **fields)
+
+    def for_moe(self, weight_dtype: str) -> RooflineEfficiency:
+        """The efficiencies routed experts with `weight_dtype` weights run at: the MoE kernel's
+        own keys where the profile has them (its activation quantisation is in its pair
+        passes), else the dense GEMM keys of those weights, as before those keys were fitted."""
+        keys = self.moe_by_weights.get(weight_dtype)
+        if keys is None:
+            return self.for_weights(weight_dtype)
+        fields: dict[str, Any] = {**dict(keys), **dict.fromkeys(QUANT_KEYS, 0.0)}
+        return dataclasses.replace(self, **fields)
+
+    def with_moe_for(self, weight_dtype: str, values: Mapping[str, float]) -> RooflineEfficiency:
+        """These efficiencies with some MoE keys of `weight_dtype` replaced; a dtype without
+        MoE keys of its own starts from its dense GEMM keys and no routing cost."""
+        current = self.moe_by_weights.get(weight_dtype)
+        if current is None:
+            dense = self.for_weights(weight_dtype)
+            current = {key: getattr(dense, key) for key in GEMM_KEYS}
+            current.update(dict.fromkeys(MOE_KEYS, 0.0))
+        unknown = set(values) - set(GEMM_KEYS) - set(MOE_KEYS)
+        if unknown:
+            raise ValueError(f"{sorted(unknown)[0]!r} is not a MoE efficiency key")
+        by_weights = {**self.moe_by_weights,
+                      weight_dtype: MappingProxyType({**current, **values})}
+        return dataclasses.replace(self, moe_by_weights=MappingProxyType(by_weights))
 
     def with_gemm_for(self, weight_dtype: str, values: Mapping[str, float]) -> RooflineEfficiency:
         """These efficiencies with some GEMM keys of `weight_dtype` replaced; a dtype without
@@ -127,6 +159,8 @@ GEMM_KEYS = (
 QUANT_KEYS = ("gemm_quant_token_s",)
 """The activation-quantisation kernel's keys: only in a weight dtype's own GEMM block. Its
 launch is not one: it would only add to `kernel_launch_s`, which then covers both kernels."""
+MOE_KEYS = ("moe_pair_passes",)
+"""The fused-MoE kernel's keys beyond its GEMM keys: only in a `moe_by_weights` block."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +395,8 @@ def _sm_count(doc: Mapping[str, Any], eff: RooflineEfficiency, read: _Reader) ->
         needing = [key for key in SM_TERMS if getattr(eff, key) != 0]
         needing += [f"gemm_by_weights.{dtype}.{key}" for dtype, keys in eff.gemm_by_weights.items()
                     for key in SM_TERMS if keys.get(key, 0.0) != 0]
+        needing += [f"moe_by_weights.{dtype}.{key}" for dtype, keys in eff.moe_by_weights.items()
+                    for key in SM_TERMS if keys.get(key, 0.0) != 0]
         if needing:
             raise HardwareError(
                 f"{read.where}: missing key 'sm_count' (streaming multiprocessors), which "
@@ -388,7 +424,7 @@ def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> Rooflin
         *_EFFICIENCY_FRACTIONS,
         *_EFFICIENCY_SECONDS,
     }
-    read.no_unknown_keys(block, {*allowed, "gemm_by_weights"}, prefix)
+    read.no_unknown_keys(block, {*allowed, "gemm_by_weights", "moe_by_weights"}, prefix)
     calibrated = read.boolean(block, "calibrated", prefix)
     fractions = {}
     for key in _EFFICIENCY_FRACTIONS:
@@ -419,6 +455,7 @@ def _efficiency_from_mapping(block: Mapping[str, Any], read: _Reader) -> Rooflin
         calibrated=calibrated,
         note=str(block.get("note", "")),
         gemm_by_weights=_gemm_by_weights(block, read, prefix),
+        moe_by_weights=_moe_by_weights(block, read, prefix),
         decode_mha_split_kv=read.boolean(block, "decode_mha_split_kv", prefix),
         gemm_k_split=read.number(block, "gemm_k_split", prefix, positive=True),
         allreduce_scaling_exponent=exponent,
@@ -446,6 +483,26 @@ def _gemm_by_weights(
         read.no_unknown_keys(keys, {*GEMM_KEYS, *QUANT_KEYS}, where)
         result[str(dtype)] = MappingProxyType(
             {key: _gemm_value(keys, key, where, read) for key in (*GEMM_KEYS, *QUANT_KEYS)})
+    return MappingProxyType(result)
+
+
+def _moe_by_weights(
+    block: Mapping[str, Any], read: _Reader, prefix: str
+) -> Mapping[str, Mapping[str, float]]:
+    """The optional `moe_by_weights` block: per weight dtype (bf16 included), every GEMM key
+    of the expert kernel, each in its top-level namesake's range, and the MoE keys (>= 0)."""
+    if "moe_by_weights" not in block:
+        return MappingProxyType({})
+    prefix = f"{prefix}moe_by_weights."
+    by_weights = read.mapping(block, "moe_by_weights")
+    read.no_unknown_keys(by_weights, WEIGHT_DTYPES, prefix)
+    result = {}
+    for dtype in sorted(by_weights):
+        keys = read.mapping(by_weights, dtype)
+        where = f"{prefix}{dtype}."
+        read.no_unknown_keys(keys, {*GEMM_KEYS, *MOE_KEYS}, where)
+        values = {key: _gemm_value(keys, key, where, read) for key in (*GEMM_KEYS, *MOE_KEYS)}
+        result[str(dtype)] = MappingProxyType(values)
     return MappingProxyType(result)
 
 

@@ -6,18 +6,12 @@ token count) and `attention_shape` (what the attention kernel reads). Every GEMM
 `gpu.roofline.gemm_seconds`, the function the calibration fit scores; no efficiency constant is
 added here. The all-to-all uses only the profile's link bandwidth and p2p latency.
 
-Routed experts, on the busiest GPU of the stage (every GPU waits for it: the step is bounded by
-it). T tokens each choose k of the E experts; that GPU holds E / EP of them, each split over
-TP / EP GPUs. A token picks a given expert with probability p = k/E, times `imbalance` for the
-busiest GPU's experts when EP > 1 (under pure TP every GPU holds a slice of every expert, so
-routing skew makes no straggler and `imbalance` has no effect), so that GPU serves
-R = T·(E/EP)·p (token, expert) pairs on n = (E/EP)·(1−(1−p)^T) distinct experts. Their grouped
-GEMM is priced as one GEMM of the n experts' matrices side by side (N = n × the expert's
-width), M = R / n tokens each: the FLOPs are exact, the weights streamed are those of the
-touched experts only — a few in small decode steps, all of them once enough tokens spread
-over them — the waves count every expert's tiles, and the kernel launches and walks its K loop
-once, as a grouped-GEMM kernel does. (Its input activations are counted once, not once per
-expert: a few percent of a memory-bound step's bytes.)
+Routed experts are priced on the busiest GPU of the stage (every GPU waits for it: the step is
+bounded by it) by `gpu.moe_experts.routed_expert_parts`, the function the calibration fit
+scores on the fused-MoE kernel tables, with the profile's fused-MoE keys for the weights'
+dtype (`RooflineEfficiency.for_moe`). That GPU's experts are picked `imbalance` times as often
+as the mean when EP > 1 (under pure TP every GPU holds a slice of every expert, so routing skew
+makes no straggler and `imbalance` has no effect).
 """
 
 from __future__ import annotations
@@ -30,6 +24,7 @@ import numpy as np
 from batchsim.gpu.dtypes import ACTIVATION_BYTES, bytes_per_element
 from batchsim.gpu.hardware import GpuProfile
 from batchsim.gpu.model_spec import ModelSpec
+from batchsim.gpu.moe_experts import ExpertLoad, ExpertShape, expert_load, routed_expert_parts
 from batchsim.gpu.moe_layout import Parallelism
 from batchsim.gpu.roofline import allreduce_seconds, gemm_parts, gemm_seconds
 
@@ -112,7 +107,8 @@ class LayerStackCost:
         "_attention_shapes",
         "_dense_mlp_shapes",
         "_efficiency",
-        "_expert_width",
+        "_expert_efficiency",
+        "_expert_shape",
         "_gpu",
         "_hidden",
         "_imbalance",
@@ -136,9 +132,10 @@ class LayerStackCost:
         self._hidden = float(model.hidden_size)
         self._peak_flops = gpu.peak_flops.for_weights(weight_dtype)
         self._weight_bytes = bytes_per_element(weight_dtype)
-        # Every GEMM here holds the checkpoint's weights, experts included (their grouped
-        # kernels were not fitted apart: docs/fidelity.md).
+        # Every GEMM here holds the checkpoint's weights; the routed experts run the fused-MoE
+        # kernel, whose keys are its own where the profile has them.
         self._efficiency = gpu.efficiency.for_weights(weight_dtype)
+        self._expert_efficiency = gpu.efficiency.for_moe(weight_dtype)
         # Under pure tensor parallelism every GPU holds a slice of every expert: no straggler.
         self._imbalance = imbalance if layout.expert_parallel > 1 else 1.0
         split = layout.attention_split
@@ -151,14 +148,17 @@ class LayerStackCost:
         self._num_moe_layers = float(model.num_moe_layers)
         moe = model.moe
         self._moe_local_shapes: Shapes = ()
-        self._expert_width = 0.0
+        self._expert_shape: ExpertShape | None = None
         if moe is not None:
             shared = math.ceil(moe.shared_width() / split)
             router: Shapes = ((float(moe.num_experts), h),)
             self._moe_local_shapes = router + (
                 ((2.0 * shared, h), (h, shared)) if shared else ())
-            self._expert_width = float(
-                math.ceil(moe.expert_intermediate_size / layout.expert_tensor_parallel))
+            self._expert_shape = ExpertShape(
+                num_experts=float(moe.num_experts), top_k=float(moe.experts_per_token),
+                expert_parallel=float(layout.expert_parallel), hidden=self._hidden,
+                width=float(math.ceil(moe.expert_intermediate_size
+                                      / layout.expert_tensor_parallel)))
         # Tensor-parallel attention: two all-reduces a layer (after attention, after the MLP
         # or MoE block, which also sums the experts' partial outputs). Data-parallel attention:
         # none, but each MoE layer dispatches its tokens to their experts and combines them.
@@ -193,12 +193,14 @@ class LayerStackCost:
 
     def expert_load(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(distinct experts touched, tokens per touched expert) on the busiest GPU."""
-        moe = self._model.moe
-        assert moe is not None
-        ep = self._layout.expert_parallel
-        touched = moe.expected_experts_touched(tokens, load=self._imbalance) / ep
-        pairs = tokens * (moe.num_experts / ep) * moe.pick_probability(self._imbalance)
-        return touched, pairs / touched
+        load = self._load(tokens)
+        return load.touched, load.tokens_per_expert
+
+    def _load(self, tokens: np.ndarray) -> ExpertLoad:
+        # Under data-parallel attention an all-to-all brings each GPU only its own pairs.
+        assert self._expert_shape is not None
+        return expert_load(tokens, self._expert_shape, self._imbalance,
+                           dispatched=self._layout.data_parallel_attention)
 
     def mla_context_expansion_s(self, context_tokens: float) -> float:
         """One layer's up-projection of cached latents for a chunked prefill (0 without MLA).
@@ -216,13 +218,14 @@ class LayerStackCost:
         return float(seconds[0])
 
     def _routed_experts(self, tokens: np.ndarray) -> tuple[np.ndarray, ...]:
-        touched, per_expert = self.expert_load(tokens)
-        width, h = self._expert_width, self._hidden
-        results = [
-            self._gemm(per_expert, touched * 2.0 * width, h),  # gate and up, side by side
-            self._gemm(per_expert, touched * h, width),  # down
-        ]
-        return tuple(self._num_moe_layers * (a + b) for a, b in zip(*results, strict=True))
+        shape = self._expert_shape
+        assert shape is not None
+        gpu = self._gpu
+        parts = routed_expert_parts(
+            self._load(tokens), shape, peak_flops=self._peak_flops,
+            memory_bw=gpu.memory_bandwidth_bytes_per_s, weight_bytes=self._weight_bytes,
+            sm_count=gpu.parallel_units, eff=self._expert_efficiency)
+        return tuple(self._num_moe_layers * part for part in parts)
 
     def _gemms(self, m: np.ndarray, shapes: Shapes, repeats: float) -> tuple[np.ndarray, ...]:
         total = [np.zeros_like(m), np.zeros_like(m), np.zeros_like(m)]
