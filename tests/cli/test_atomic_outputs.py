@@ -248,7 +248,13 @@ MOMENTS = {
 }
 
 
-@pytest.mark.parametrize("moment", MOMENTS)
+# Three moments by default; the report's and the move's (a second apiece) with -m slow.
+_SLOW_MOMENTS = ("drawing the report", "moving in")
+
+
+@pytest.mark.parametrize("moment", [
+    pytest.param(moment, marks=pytest.mark.slow) if moment in _SLOW_MOMENTS else moment
+    for moment in MOMENTS])
 def test_sigkill_at_any_moment_leaves_the_previous_folder_or_nothing_complete(
         experiment: Path, reference: dict[int, Path], tmp_path: Path, moment: str) -> None:
     out = tmp_path / "out"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from batchsim.apps.executors import InProcess
 from batchsim.apps.plan.planner import run_plan
 from batchsim.apps.plan.records import plan_document
@@ -42,6 +44,8 @@ def _worked_example() -> tuple[dict[str, float], list[str]]:
     return rates, [cell.strip() for cell in row.group(1).split("|")]
 
 
+# The how-to's plan above runs by default; the shipped file's full plan with -m slow.
+@pytest.mark.slow
 def test_the_shipped_capacity_plan_runs_reduced(tmp_path: Path) -> None:
     """The shipped plan, base variant only, with just the runs that decide the doc's base
     answers: same durations, replications and seeds as the full plan, so these are the very

@@ -179,6 +179,8 @@ def test_draft_passes_run_inside_the_engine_step(tmp_path: Path) -> None:
     assert tpots[str(profile)] - tpots["none"] == pytest.approx(extra / (K + 1), rel=1e-3)
 
 
+# Reruns the how-to's experiment; the behaviour it quotes is checked by default above.
+@pytest.mark.slow
 def test_the_how_to_quotes_the_shipped_experiment_at_one_user() -> None:
     """experiments/speculative_decoding.yaml's first point gives the first row of the table in
     docs/how-to/speculative-decoding.md (output tokens/s and TPOT p50 of each arm)."""

@@ -135,6 +135,8 @@ def test_ctrl_c_after_the_first_run_stops_the_sweep_at_once(sweep: Sweep) -> Non
     assert sweep.complete_runs() >= 1
 
 
+# Ctrl-C mid-sweep is checked by default above; this moment with -m slow.
+@pytest.mark.slow
 def test_ctrl_c_while_the_workers_start_stops_without_a_traceback(sweep: Sweep) -> None:
     sweep.wait_until(sweep.workers_started, START_WITHIN_S)
     time.sleep(IMPORTING_S)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from batchsim.experiment.runner import ExperimentResult
@@ -50,6 +50,14 @@ arms = st.sampled_from([
      "admission_reserve": {"assumed_max_new_tokens": 200, "new_token_ratio": 1.0,
                            "min_new_token_ratio": 1.0}},
 ])
+# Weighted routers over stale signals: the snapshots are read at their own ticks, mid-stretch
+# too, and must see what stepping one by one would have left (docs/design.md §2).
+STALE_LOAD_ROUTER = {"kind": "weighted", "scorers": [
+    {"kind": "queue_depth"}, {"kind": "kv_use"}, {"kind": "predicted_latency"}],
+    "signal_delay_s": 0.5, "count_own_assignments": True}
+STALE_PREFIX_ROUTER = {"kind": "weighted", "scorers": [
+    {"kind": "prefix_cache", "weight": 2}, {"kind": "queue_depth"}],
+    "signal_delay_s": 0.3, "load_balance_ties": True}
 arrivals = st.one_of(
     st.builds(lambda r: {"kind": "poisson", "rate": r}, st.floats(0.5, 60.0)),
     st.builds(lambda r, cv: {"kind": "gamma", "rate": r, "cv": cv},
@@ -64,6 +72,10 @@ def _same_number(a: object, b: object, where: str) -> None:
         assert isinstance(b, dict) and a.keys() == b.keys(), where
         for key in a:
             _same_number(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list):  # an autoscaler's timeline
+        assert isinstance(b, list) and len(a) == len(b), where
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same_number(x, y, f"{where}[{index}]")
     elif isinstance(a, bool | int | str) or a is None:
         assert a == b, where  # integers, flags and labels must be identical
     else:
@@ -107,10 +119,14 @@ def _assert_equivalent(fast: ExperimentResult, slow: ExperimentResult) -> None:
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(arm={"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 64},
+         arrival={"kind": "gamma", "rate": 30.0, "cv": 3.0}, blocks=400, prompt_mean=300,
+         output_mean=120, replicas=3, seed=5, router=STALE_LOAD_ROUTER)
 @given(arm=arms, arrival=arrivals, blocks=st.sampled_from([None, 120, 400, 2000]),
        prompt_mean=st.integers(8, 600), output_mean=st.integers(2, 300),
        replicas=st.integers(1, 3), seed=st.integers(0, 1000),
-       router=st.sampled_from(["least_outstanding", "least_kv", "shared_queue"]))
+       router=st.sampled_from(["least_outstanding", "least_kv", "shared_queue",
+                               STALE_LOAD_ROUTER]))
 def test_fast_path_matches_stepping_one_by_one(tmp_path: Path, arm, arrival, blocks,
                                                prompt_mean, output_mean, replicas, seed, router):
     exp = base_experiment(
@@ -174,6 +190,14 @@ ordered_arms = st.sampled_from([
      "mixed_prefill": False, "ordering": {"kind": "fair_share"}},
     {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 8,
      "mixed_prefill": False, "ordering": {"kind": "priority", "aging_s": 0.5}},
+    # SLO classes: priority victims re-queued by priority, and a gateway shedding a class.
+    {"name": "arm", "kind": "continuous", "max_num_seqs": 32, "preemption_victim": "priority",
+     "ordering": {"kind": "priority"},
+     "gateway": {"shed": [{"tenant": "t1", "max_queued_per_replica": 2}]}},
+    {"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 16,
+     "preemption": "swap", "preemption_victim": "priority",
+     "ordering": {"kind": "priority", "aging_s": 0.5},
+     "gateway": {"shed": [{"tenant": "t0", "max_queued_per_replica": 0}]}},
     {"name": "arm", "kind": "static", "max_batch_size": 8, "max_output_tokens": 400,
      "ordering": {"kind": "fair_share"}},
     {"name": "arm", "kind": "static", "max_batch_size": 16, "max_wait_s": 0.2,
@@ -271,11 +295,13 @@ prefix_arms = st.sampled_from([
 @example(arm={"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32,
               "mixed_prefill": False},
          blocks=700, rate=1.0, start=0, replicas=1, seed=0, router="least_outstanding")
+@example(arm={"name": "arm", "kind": "continuous", "max_num_seqs": 32}, blocks=1500, rate=8.0,
+         start=60, replicas=3, seed=2, router=STALE_PREFIX_ROUTER)
 @given(arm=prefix_arms, blocks=st.sampled_from([None, 700, 1500, 4000]),
        rate=st.floats(0.5, 20.0), start=st.sampled_from([0, 60, 150]),
        replicas=st.integers(1, 3), seed=st.integers(0, 1000),
        router=st.sampled_from(["least_outstanding", "least_kv", "prefix_affinity",
-                               "shared_queue"]))
+                               "shared_queue", STALE_PREFIX_ROUTER]))
 def test_fast_path_matches_stepping_one_by_one_with_prefix_caching(
         tmp_path: Path, arm, blocks, rate, start, replicas, seed, router):
     """Mooncake requests sharing prefixes: cached blocks evicted by decode growth count as
@@ -319,3 +345,69 @@ def test_fast_path_matches_stepping_one_by_one_with_sessions(
         policies=[arm], output={"timeseries_bin_s": 0.5},
     )
     _assert_paths_agree(tmp_path, exp)
+
+
+autoscalers = st.builds(
+    lambda bounds, metric, interval, cold, windows: {
+        "min_replicas": bounds[0], "initial_replicas": bounds[1], "max_replicas": bounds[2],
+        **metric, "interval_s": interval, "cold_start_s": cold,
+        "scale_up_window_s": windows[0], "scale_down_window_s": windows[1]},
+    st.sampled_from([(0, 0, 2), (0, 1, 3), (1, 1, 3), (1, 2, 3)]),
+    st.sampled_from([{"metric": "outstanding", "target": 1.0},
+                     {"metric": "outstanding", "target": 4.0},
+                     {"metric": "utilization", "target": 0.5}]),
+    st.sampled_from([0.1, 0.4]), st.sampled_from([0.0, 0.25]),
+    st.sampled_from([(0.0, 0.0), (0.0, 0.5), (0.3, 1.0)]),
+)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(arm={"name": "arm", "kind": "continuous", "max_num_seqs": 64},
+         scaler={"min_replicas": 0, "initial_replicas": 0, "max_replicas": 2,
+                 "metric": "outstanding", "target": 1.0, "interval_s": 0.1,
+                 "cold_start_s": 0.25, "scale_up_window_s": 0.0, "scale_down_window_s": 0.5},
+         arrival={"kind": "gamma", "rate": 20.0, "cv": 3.0}, prompt_mean=200, output_mean=80,
+         seed=3, router="least_outstanding")
+@given(arm=arms, scaler=autoscalers, arrival=arrivals, prompt_mean=st.integers(8, 600),
+       output_mean=st.integers(2, 300), seed=st.integers(0, 1000),
+       router=st.sampled_from(["round_robin", "least_outstanding", "shared_queue"]))
+def test_fast_path_matches_stepping_one_by_one_when_autoscaled(
+        tmp_path: Path, arm, scaler, arrival, prompt_mean, output_mean, seed, router):
+    """Scale events (starts, cold starts, drains, scaling to zero) change only where new
+    arrivals go, and the metric reads the same counts and busy seconds mid-stretch as between
+    steps (docs/design.md §11): both paths take the same decisions at the same instants."""
+    exp = base_experiment(
+        seed=seed, max_model_len=2048, router=router,
+        workload=_random_workload(arrival, prompt_mean, output_mean),
+        policies=[{**arm, "autoscaler": scaler}], output={"timeseries_bin_s": 0.5},
+    )
+    fast = _assert_paths_agree(tmp_path, exp)
+    block = fast.arms[0].metrics["autoscaler"]
+    assert isinstance(block, dict)
+    # A draw whose load never moved the pool tests nothing new: count only those that did.
+    assume(block["scale_ups"] + block["scale_downs"] >= 1)
+
+
+def test_fast_path_matches_stepping_one_by_one_with_slo_classes(tmp_path: Path):
+    """Priority victims (anywhere in the batch, re-queued by priority) and a shedding gateway
+    on a cache small enough that the low class is preempted and shed; chunked prefill, so the
+    decode-only stretches run between the preemptions."""
+    classes = [
+        {"name": "interactive", "priority": 0, "arrivals": {"kind": "poisson", "rate": 20.0},
+         "prompt_tokens": {"kind": "lognormal", "mean": 128, "cv": 0.5},
+         "output_tokens": {"kind": "geometric", "mean": 32}},
+        {"name": "batch", "priority": 1, "arrivals": {"kind": "poisson", "rate": 20.0},
+         "prompt_tokens": {"kind": "lognormal", "mean": 384, "cv": 0.5},
+         "output_tokens": {"kind": "geometric", "mean": 200}},
+    ]
+    arm = {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32,
+           "ordering": {"kind": "priority"}, "preemption_victim": "priority",
+           "gateway": {"shed": [{"tenant": "batch", "max_queued_per_replica": 3}]}}
+    exp = base_experiment(seed=5, max_model_len=2048, kv_cache={"num_blocks": 150},
+                          workload={"tenants": classes, "num_requests": 120},
+                          policies=[arm], output={"timeseries_bin_s": 0.5})
+    fast = _assert_paths_agree(tmp_path, exp)
+    requests = fast.arms[0].requests
+    batch = requests[requests["tenant"] == 1]
+    assert batch["preemptions"].sum() > 0 and (batch["reject_kind"] == "shed_overload").any()

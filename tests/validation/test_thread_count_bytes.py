@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 _THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _OUTPUTS = ("summary.json", "requests.parquet", "timeseries.parquet")
@@ -23,6 +25,8 @@ def _run(out: Path, threads: int) -> None:
     subprocess.run(command, env=env, check=True, capture_output=True, cwd=REPO)
 
 
+# Two whole runs in subprocesses; same-seed bytes are checked by default (cli/test_run_outputs).
+@pytest.mark.slow
 def test_outputs_are_the_same_bytes_with_one_thread_and_with_two(tmp_path: Path) -> None:
     _run(tmp_path / "one", 1)
     _run(tmp_path / "two", 2)

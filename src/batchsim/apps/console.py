@@ -75,11 +75,35 @@ def _tenant_rows(m: dict[str, object]) -> list[tuple[str, str]]:
              f"{_s(t['slowdown'], 'mean')} / {_s(t['slowdown'], 'p99')}"),
             (f"{name}: SLO attainment",
              "-" if not isinstance(attainment, float) else f"{attainment:.1%}"),
+            (f"{name}: goodput (req/s)", _num(t.get("goodput_rps"), ",.2f")),
+            (f"{name}: preemptions / shed", _preempted_and_shed(t)),
         ]
     fairness = m.get("fairness")
     jain = fairness.get("jain_index") if isinstance(fairness, dict) else None
     rows.append(("Jain's index (service)", _num(jain, ".3f")))
     return rows
+
+
+def _preempted_and_shed(tenant: dict[str, object]) -> str:
+    """A tenant's preemptions and requests the gateway shed (docs/how-to/slo-classes.md)."""
+    rejected = tenant.get("rejected_by_reason")
+    shed = rejected.get("shed_overload", 0) if isinstance(rejected, dict) else 0
+    return f"{_num(tenant.get('preemptions'), ',')} / {_num(shed, ',')}"
+
+
+def _autoscaler_rows(m: dict[str, object]) -> list[tuple[str, str]]:
+    """Replicas over the window and GPU-hours (docs/how-to/autoscaling.md); a fixed arm's
+    replicas serve throughout."""
+    scaler, cost, layout = m.get("autoscaler"), m.get("cost"), m.get("deployment")
+    if isinstance(scaler, dict):
+        replicas = (f"{scaler['serving_min']} / {scaler['active_mean']:.2f} / "
+                    f"{scaler['serving_max']}")
+    elif isinstance(layout, dict):
+        replicas = f"{layout['replicas']} fixed"
+    else:
+        replicas = "-"
+    hours = cost.get("gpu_hours") if isinstance(cost, dict) else None
+    return [("replicas min / mean paid / max", replicas), ("GPU-hours", _num(hours, ",.3f"))]
 
 
 def _s(dist: object, key: str) -> str:
@@ -134,9 +158,11 @@ def comparison_table(result: ExperimentResult) -> Table:
     transfers = any("kv_transfer_s" in arm.metrics for arm in result.arms)
     layouts = transfers or len({str(arm.metrics.get("deployment")) for arm in result.arms}) > 1
     caching = any("prefix_cache" in arm.metrics for arm in result.arms)
+    scaling = any("autoscaler" in arm.metrics for arm in result.arms)
     per_arm = [_rows(arm.metrics) + (_layout_rows(arm.metrics) if layouts else [])
                + (_transfer_rows(arm.metrics) if transfers else [])
-               + (_prefix_rows(arm.metrics) if caching else []) for arm in result.arms]
+               + (_prefix_rows(arm.metrics) if caching else [])
+               + (_autoscaler_rows(arm.metrics) if scaling else []) for arm in result.arms]
     for i, (label, _) in enumerate(per_arm[0] if per_arm else []):
         table.add_row(label, *(rows[i][1] for rows in per_arm))
     return table

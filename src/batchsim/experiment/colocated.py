@@ -7,9 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from batchsim.experiment.autoscaling import autoscaler_of, autoscaler_settings
 from batchsim.experiment.deployment import Deployment
 from batchsim.experiment.policy_factory import build_policy
+from batchsim.experiment.routing import build_router
 from batchsim.experiment.schema import Arm, ChunkedPrefillArm, ContinuousArm, Experiment
+from batchsim.experiment.schema.slo_classes import shed_thresholds
 from batchsim.experiment.speculative_setup import (
     SpeculativeSetupError,
     blocks_beside_drafter,
@@ -18,8 +21,8 @@ from batchsim.experiment.speculative_setup import (
 )
 from batchsim.policies.speculative import Speculation
 from batchsim.sim.engine import Simulation
+from batchsim.sim.gateway import install_gateway
 from batchsim.sim.recorder import RunRecord
-from batchsim.sim.routers import ROUTERS
 from batchsim.sim.traffic import Traffic
 
 
@@ -72,10 +75,14 @@ def build_colocated(exp: Experiment, arm_exp: Experiment, arm: Arm, index: int,
     ]
     shared_queue = exp.router == "shared_queue"
     simulation = Simulation(policies, deployment.cost_model, traffic,
-                            None if shared_queue else ROUTERS[exp.router],
+                            build_router(exp.router, deployment.cost_model),
                             shared_queue=shared_queue, max_model_len=max_model_len,
                             fast_path=exp.simulation.fast_path, on_progress=on_progress,
-                            frontend=deployment.engine.frontend(arm_exp.replicas))
+                            frontend=deployment.engine.frontend(arm_exp.replicas),
+                            autoscaler=autoscaler_settings(autoscaler_of(arm)))
+    gateway = getattr(arm, "gateway", None)
+    if gateway is not None:
+        install_gateway(simulation, shed_thresholds(gateway, exp.workload))
     return ColocatedArm(simulation, num_blocks, speculations)
 
 

@@ -15,9 +15,11 @@ def gpus_per_replica(exp: Experiment) -> int:
 
 def arm_experiment(exp: Experiment, arm: Arm) -> Experiment:
     """The experiment as `arm` runs it: its `deployment:` keys replace the top-level ones."""
-    if isinstance(arm, DisaggregatedArm) or arm.deployment is None:
+    if isinstance(arm, DisaggregatedArm):
         return exp
-    overrides = arm.deployment.overrides()
+    overrides = {} if arm.deployment is None else arm.deployment.overrides()
+    if arm.autoscaler is not None:  # the pool has a slot for every replica it may run
+        overrides["replicas"] = arm.autoscaler.max_replicas
     return exp.model_copy(update=overrides) if overrides else exp
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from batchsim.experiment.engine_profile import EngineProfile
 from batchsim.experiment.policy_factory import ArmError
+from batchsim.experiment.routing import build_router
 from batchsim.experiment.schema import DisaggregatedArm, Experiment
 from batchsim.experiment.traffic import BuiltTraffic
 from batchsim.gpu.cost_model import RooflineCostModel
@@ -28,7 +29,6 @@ from batchsim.policies.disaggregated import DecodePool, PrefillPool
 from batchsim.sim.disaggregated import DisaggregatedSimulation, LinkSpec
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
 from batchsim.sim.policy_protocol import BatchingPolicy
-from batchsim.sim.routers import ROUTERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +166,7 @@ def build_disaggregated(
         [decode_policy(arm, decode, max_model_len) for _ in range(decode.replicas)],
         prefill_cost=prefill.cost_model, decode_cost=decode.cost_model,
         link=link_spec(exp, arm, model), traffic=traffic.traffic,
-        router=None if shared_queue else ROUTERS[exp.router], shared_queue=shared_queue,
+        router=build_router(exp.router, prefill.cost_model), shared_queue=shared_queue,
         max_model_len=max_model_len, fast_path=exp.simulation.fast_path, on_progress=on_progress,
         frontend=engine.frontend(prefill.replicas),  # the client talks to the prefill pool
     )

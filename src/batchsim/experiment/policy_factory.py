@@ -118,6 +118,7 @@ def _chunked_prefill(arm: ChunkedPrefillArm, res: ReplicaResources) -> BatchingP
         admission=build_admission(arm.admission),
         reserve=build_reserve(arm.admission_reserve), ordering=build_ordering(arm.ordering),
         speculation=res.speculation, mixed_prefill=arm.mixed_prefill,
+        victim_rule=arm.preemption_victim,
     )
 
 
@@ -128,6 +129,7 @@ def _continuous(arm: ContinuousArm, res: ReplicaResources) -> BatchingPolicy:
         preemption=arm.preemption, swap_space=HostSwapSpace(res.swap_blocks),
         admission=build_admission(arm.admission), reserve=build_reserve(arm.admission_reserve),
         ordering=build_ordering(arm.ordering), speculation=res.speculation,
+        victim_rule=arm.preemption_victim,
     )
 
 

@@ -82,7 +82,8 @@ def _kind_tag(model: type[BaseModel]) -> str | None:
     field = model.model_fields.get("kind")
     if field is None or get_origin(field.annotation) is not Literal:
         return None
-    return str(get_args(field.annotation)[0])
+    tags = get_args(field.annotation)
+    return str(tags[0]) if len(tags) == 1 else None  # several: a choice, not a variant's tag
 
 
 def _is_model(node: Any) -> bool:

@@ -14,6 +14,14 @@ from batchsim.experiment.arm_energy import (
     colocated_groups,
     disaggregated_groups,
 )
+from batchsim.experiment.autoscaling import (
+    add_autoscaler_metrics,
+    any_autoscaled,
+    autoscaler_of,
+    paid_groups,
+    timeline_of,
+    with_replica_columns,
+)
 from batchsim.experiment.colocated import build_colocated
 from batchsim.experiment.deployment import (
     Deployment,
@@ -21,7 +29,7 @@ from batchsim.experiment.deployment import (
     keyed_error,
     resolve_deployment,
 )
-from batchsim.experiment.deployment_size import arm_experiment, colocated_gpus
+from batchsim.experiment.deployment_size import arm_experiment, colocated_gpus, gpus_per_replica
 from batchsim.experiment.disaggregation import build_disaggregated
 from batchsim.experiment.fairness import arm_fairness
 from batchsim.experiment.input_digest import inputs_digest
@@ -136,9 +144,18 @@ def run_experiment(
                   else colocated_groups(arm_exp, arm_deployment.gpu))
         window = metrics["window_s"]
         assert isinstance(window, float)
+        timeline, autoscaler = timeline_of(simulation), autoscaler_of(arm)
+        if timeline is not None:  # paid for the replicas the pool ran, cold starts included
+            groups = paid_groups(groups, timeline, exp.warmup_s, exp.warmup_s + window)
         metrics.update(arm_energy_and_cost(exp, requests, record, groups, window))
         end = float(requests["finish_s"].max()) if len(requests) else 0.0
         timeseries = bin_timeseries(record, end)
+        if colocated is not None and any_autoscaled(exp):
+            timeseries = with_replica_columns(timeseries, timeline, arm_exp.replicas)
+        if timeline is not None and autoscaler is not None:
+            add_autoscaler_metrics(metrics, timeline, autoscaler, record, start=exp.warmup_s,
+                                   end=exp.warmup_s + window, run_end=end,
+                                   gpus_per_replica=gpus_per_replica(arm_exp))
         arm_result = ArmResult(arm.name, requests, timeseries, metrics,
                                time.perf_counter() - started,
                                record.itl if keep_token_gaps else None)

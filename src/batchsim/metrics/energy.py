@@ -14,7 +14,9 @@ Power model, per GPU of a replica (the profile's `power`, `batchsim.gpu.hardware
 
 Joules = Σ over replicas and their GPUs of (busy seconds × busy watts + idle seconds × idle
 watts) inside the window. Cost = GPU-hours of the window × $/GPU-hour: a GPU is paid for whether
-it steps or idles.
+it steps or idles. An autoscaled pool (`ReplicaGroup.active_replica_s`) pays for the
+replica-seconds it ran, cold starts included (a starting replica draws idle power), not for
+every slot throughout.
 """
 
 from __future__ import annotations
@@ -42,10 +44,31 @@ class ReplicaGroup:
     weight_dtype: str
     usd_per_gpu_hour: float | None  # None: no price set for this hardware
     no_price_reason: str = ""  # why there is no price (names the pricing key)
+    # An autoscaled pool: replica-seconds inside the window its replicas were paid for
+    # (serving, starting or draining; metrics/autoscaling.py). None: all, throughout.
+    active_replica_s: float | None = None
 
     @property
     def gpus(self) -> int:
         return self.replicas * self.gpus_per_replica
+
+    def replica_seconds(self, window_s: float) -> float:
+        """Replica-seconds paid for in a window `window_s` long."""
+        if self.active_replica_s is None:
+            return window_s * self.replicas
+        return self.active_replica_s
+
+
+def _fixed(groups: list[ReplicaGroup]) -> bool:
+    """No group autoscaled: the sums keep the order they had before autoscaling, so that
+    such runs keep their bytes."""
+    return all(g.active_replica_s is None for g in groups)
+
+
+def paid_gpu_seconds(groups: list[ReplicaGroup], window_s: float) -> float:
+    if _fixed(groups):
+        return sum(g.gpus for g in groups) * window_s
+    return sum(g.replica_seconds(window_s) * g.gpus_per_replica for g in groups)
 
 
 def ridge_tokens(gpu: GpuProfile, weight_dtype: str) -> float:
@@ -73,7 +96,7 @@ def group_joules(record: RunRecord, group: ReplicaGroup, start: float, end: floa
     busy_joules = float(np.add.reduce(sums.seconds_by_tokens * watts))  # not np.dot: summary.py
     # A replica steps one batch at a time, so its busy seconds fit in the window; the clip
     # only guards the idle time against rounding.
-    idle_s = max(0.0, (end - start) * group.replicas - sums.busy_s)
+    idle_s = max(0.0, group.replica_seconds(end - start) - sums.busy_s)
     return (busy_joules + idle_s * power.idle_w) * group.gpus_per_replica
 
 
@@ -87,7 +110,7 @@ def energy_metrics(record: RunRecord, groups: list[ReplicaGroup], *, start: floa
                 "reason": f"GPU profile {missing[0]} has no `power` block (idle_w, "
                           "memory_bound_w, max_w), so no energy is computed"}
     joules = sum(group_joules(record, g, start, end) for g in groups)
-    gpu_seconds = (end - start) * sum(g.gpus for g in groups)
+    gpu_seconds = paid_gpu_seconds(groups, end - start)
     return {
         "joules": joules,
         "joules_per_output_token": joules / output_tokens if output_tokens else None,
@@ -100,12 +123,17 @@ def cost_metrics(groups: list[ReplicaGroup], *, window_s: float, output_tokens: 
                  total_tokens: int) -> dict[str, object]:
     """`cost` of summary.json: GPU-hours of the window, and dollars when every group's GPU
     kind has a price (null with the reason otherwise)."""
-    gpu_hours = sum(g.gpus for g in groups) * window_s / SECONDS_PER_HOUR
+    gpu_hours = paid_gpu_seconds(groups, window_s) / SECONDS_PER_HOUR
     unpriced = [g for g in groups if g.usd_per_gpu_hour is None]
     if unpriced:
         return {"gpu_hours": gpu_hours, "usd": None, "usd_per_million_output_tokens": None,
                 "usd_per_million_total_tokens": None, "reason": unpriced[0].no_price_reason}
-    usd = sum(g.gpus * (g.usd_per_gpu_hour or 0.0) for g in groups) * window_s / SECONDS_PER_HOUR
+    if _fixed(groups):
+        usd = (sum(g.gpus * (g.usd_per_gpu_hour or 0.0) for g in groups) * window_s
+               / SECONDS_PER_HOUR)
+    else:
+        usd = sum(g.replica_seconds(window_s) * g.gpus_per_replica * (g.usd_per_gpu_hour or 0.0)
+                  for g in groups) / SECONDS_PER_HOUR
     return {
         "gpu_hours": gpu_hours,
         "usd": usd,

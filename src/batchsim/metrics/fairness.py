@@ -5,8 +5,10 @@
   first token) and then one decode step per further output token. 1.0 is no waiting and no
   sharing; the same denominator for every arm, so arms compare on the same scale.
 - **Per-tenant metrics**: the usual latency distributions, throughput over the arm's window,
-  and goodput / SLO attainment against that tenant's own SLO. The arm's overall goodput and
-  SLO attainment then count a request as meeting the SLO when it meets its tenant's.
+  goodput / SLO attainment against that tenant's own SLO, and its preemptions and rejections
+  by reason (which class absorbed an overload: docs/how-to/slo-classes.md). The arm's overall
+  goodput and SLO attainment then count a request as meeting the SLO when it meets its
+  tenant's.
 - **Jain's index** over per-tenant service: `(Σx)² / (n·Σx²)` over the n tenants with demand,
   1 when every tenant gets its fair share and 1/n when one tenant gets everything. Service and
   demand are counted in weighted tokens, `prompt + 2 × output` (the fair_share ordering's
@@ -25,7 +27,13 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
-from batchsim.metrics.summary import LATENCY_COLUMNS, SLOTargets, distribution, meets_slo
+from batchsim.metrics.summary import (
+    LATENCY_COLUMNS,
+    SLOTargets,
+    distribution,
+    meets_slo,
+    rejected_by_reason,
+)
 from batchsim.sim.cost_protocol import StepCostModel
 
 SERVICE_INPUT_WEIGHT = 1.0
@@ -156,6 +164,10 @@ def _one_tenant(rows: pd.DataFrame, info: TenantInfo, window: float) -> dict[str
         "output_throughput_tps": float(done["output_tokens"].sum()) / window,
         "goodput_rps": good / window,
         "slo_attainment": good / len(rows) if len(rows) else None,
+        # Which class absorbed the overload: its preemptions and its rejections (shed ones
+        # among them) against the SLO it was held to.
+        "preemptions": int(rows["preemptions"].sum()),
+        "rejected_by_reason": rejected_by_reason(rows, np.ones(len(rows), dtype=bool)),
     })
     return metrics
 

@@ -39,9 +39,10 @@ from batchsim.policies.budget import StepBudget
 from batchsim.policies.iteration_level import (
     IterationLevelQueues,
     schedule_all_decodes,
+    unschedule,
 )
 from batchsim.policies.ordering import WaitingQueue
-from batchsim.policies.preemption import PreemptionMode, allocate_or_preempt
+from batchsim.policies.preemption import PreemptionMode, VictimRule, allocate_or_preempt
 from batchsim.policies.speculative import Speculation
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
 from batchsim.sim.request import Request
@@ -63,6 +64,7 @@ class ChunkedPrefill(IterationLevelQueues):
         ordering: WaitingQueue | None = None,
         speculation: Speculation | None = None,
         mixed_prefill: bool = True,
+        victim_rule: VictimRule = "newest",
     ) -> None:
         threshold = long_prefill_token_threshold
         if token_budget < 1 or max_num_seqs < 1 or (threshold is not None and threshold < 1):
@@ -70,7 +72,7 @@ class ChunkedPrefill(IterationLevelQueues):
                              "threshold (if any) of at least 1")
         super().__init__(pool=pool, max_num_seqs=max_num_seqs, preemption=preemption,
                          swap_space=swap_space, admission=admission, reserve=reserve,
-                         ordering=ordering, speculation=speculation)
+                         ordering=ordering, speculation=speculation, victim_rule=victim_rule)
         self.token_budget = token_budget
         self.long_prefill_token_threshold = long_prefill_token_threshold
         self.mixed_prefill = mixed_prefill
@@ -87,15 +89,29 @@ class ChunkedPrefill(IterationLevelQueues):
         plan = StepPlan()
         if not self.mixed_prefill:
             self._schedule_unmixed(plan, now)
-            return self._shape(plan)
-        budget = StepBudget(self.token_budget, self.max_num_seqs)
-        if not (self._all_decoding
-                and schedule_all_decodes(self.running, self.pool, plan, budget, self.lookahead,
-                                         stretch_ahead=self._stretch_ahead())):
-            self._schedule_running(plan, budget)
-        if self.waiting and not plan.preempted:
-            self._schedule_waiting(plan, budget, now)
+        else:
+            budget = StepBudget(self.token_budget, self.max_num_seqs)
+            if not (self._all_decoding
+                    and schedule_all_decodes(self.running, self.pool, plan, budget,
+                                             self.lookahead,
+                                             stretch_ahead=self._stretch_ahead())):
+                self._schedule_running(plan, budget)
+            if self.waiting and not plan.preempted:
+                self._schedule_waiting(plan, budget, now)
+        self._plan_past_self_preemption(plan, self._replan_running)
         return self._shape(plan)
+
+    def _replan_running(self, plan: StepPlan) -> None:
+        """The running requests alone, with a fresh budget: prefill chunks first and decodes
+        only if none when unmixed, both in one step when mixing."""
+        if self.mixed_prefill:
+            self._schedule_running(plan, StepBudget(self.token_budget, self.max_num_seqs))
+            return
+        for phase in (False, True):
+            self._schedule_running(plan, StepBudget(self.token_budget, self.max_num_seqs),
+                                   phases=(phase,))
+            if plan.requests:
+                return
 
     def _schedule_unmixed(self, plan: StepPlan, now: float) -> None:
         """A prefill-only step if any prefill can be scheduled, else a decode-only one.
@@ -166,15 +182,19 @@ class ChunkedPrefill(IterationLevelQueues):
             charge = tokens + self._lookahead_of(request, tokens)
             if tokens == 0 or not budget.fits(charge):
                 break
+            first_victim = len(plan.preempted)
             if not self._allocate_or_preempt(request, charge, chosen, budget, plan):
-                break  # the request preempted itself: nothing after it is left to run
+                break  # the request preempted itself: the step stops here, as in vLLM
+            if len(plan.preempted) > first_victim:
+                index = self.running.index(request) + 1  # a priority victim may sit before it
             budget.take(charge)
             chosen[request] = (tokens, charge)
 
     def _allocate_or_preempt(self, request: Request, tokens: int,
                              chosen: dict[Request, tuple[int, int]], budget: StepBudget,
                              plan: StepPlan) -> bool:
-        """Reserve KV for `request`'s next `tokens`, preempting newest-first; False if it went.
+        """Reserve KV for `request`'s next `tokens`, preempting by the arm's victim rule; False
+        if it went.
 
         A victim already chosen this step is unscheduled and its budget returned (as vLLM v1
         does when a preemption evicts a request it had scheduled).
@@ -183,12 +203,9 @@ class ChunkedPrefill(IterationLevelQueues):
         kept = allocate_or_preempt(
             request, request.num_computed_tokens + tokens, running=self.running,
             waiting=self.waiting, pool=self.pool, mode=self.preemption,
-            swap_space=self.swap_space, plan=plan,
+            swap_space=self.swap_space, plan=plan, victim_rule=self.victim_rule,
         )
-        for victim in plan.preempted[first_victim:]:
-            if victim in chosen:
-                budget.tokens_left += chosen.pop(victim)[1]
-                budget.seqs_left += 1
+        unschedule(plan.preempted[first_victim:], chosen, budget)
         return kept
 
     def _schedule_waiting(self, plan: StepPlan, budget: StepBudget, now: float) -> None:

@@ -1,21 +1,22 @@
 """What the iteration-level policies (continuous, chunked prefill) share.
 
 `IterationLevelQueues` is their base: a waiting queue, the running batch in admission order
-(preemption takes from its end), admission control on arrival, and the release of finished
-requests; each policy adds its own `schedule`. Both reject up front a request that could never
-fit the cache, and both spend most steps with every running request decoding one token — a
-step planned in one pass here, and repeated by the engine's fast path for as long as the free
-KV blocks last.
+(newest-first preemption takes from its end), admission control on arrival, and the release of
+finished requests; each policy adds its own `schedule`. Both reject up front a request that
+could never fit the cache, and both spend most steps with every running request decoding one
+token — a step planned in one pass here, and repeated by the engine's fast path for as long as
+the free KV blocks last.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from batchsim.policies.admission import AdmissionControl, KVReserve, ReserveGate, steps_applied
 from batchsim.policies.budget import StepBudget
 from batchsim.policies.ordering import FcfsQueue, WaitingQueue
-from batchsim.policies.preemption import PreemptionMode, swap_in
+from batchsim.policies.preemption import PreemptionMode, VictimRule, swap_in
 from batchsim.policies.speculative import (
     Speculation,
     accept_proposals,
@@ -99,6 +100,16 @@ def schedule_all_decodes(
     return True
 
 
+def unschedule(victims: list[Request], chosen: dict[Request, tuple[int, int]],
+               budget: StepBudget) -> None:
+    """Victims a preemption took that were already chosen this step leave the step and give
+    back the budget they took (`chosen`: each choice's tokens and budget charge)."""
+    for victim in victims:
+        if victim in chosen:
+            budget.tokens_left += chosen.pop(victim)[1]
+            budget.seqs_left += 1
+
+
 def _allocate_growing(growing: list[Request], pool: KVBlockPool) -> bool:
     """A block each for the requests whose next token starts one; False (nothing changed)
     unless all fit."""
@@ -158,11 +169,12 @@ class IterationLevelQueues:
         self, *, pool: KVBlockPool, max_num_seqs: int, preemption: PreemptionMode,
         swap_space: HostSwapSpace | None, admission: AdmissionControl | None,
         reserve: KVReserve | None, ordering: WaitingQueue | None = None,
-        speculation: Speculation | None = None,
+        speculation: Speculation | None = None, victim_rule: VictimRule = "newest",
     ) -> None:
         self.pool = pool
         self.max_num_seqs = max_num_seqs
         self.preemption: PreemptionMode = preemption
+        self.victim_rule: VictimRule = victim_rule  # which running request a full cache evicts
         self.swap_space = swap_space
         self.admission = admission
         self.reserve = reserve
@@ -176,6 +188,21 @@ class IterationLevelQueues:
         # it never does): once it has, a decode-only plan counts the answer's inputs while
         # planning (`schedule_all_decodes`' `stretch_ahead`).
         self._engine_stretches = False
+
+    def _plan_past_self_preemption(self, plan: StepPlan,
+                                   replan: Callable[[StepPlan], None]) -> None:
+        """Under the priority victim rule the request being scheduled can be the lowest
+        priority and preempt itself while requests admitted after it still run: vLLM's step
+        then schedules nothing (its running loop stops at a self-preemption) and its next
+        step, at once, runs them. An empty plan would leave this replica idle, so plan that next
+        step now into `plan`, running requests only (a step that preempted admits nobody)."""
+        if self.victim_rule != "priority":
+            return  # newest-first preempts itself only when alone, and alone it always fits
+        while plan.is_empty and plan.preempted and self.running:
+            before = len(plan.preempted)
+            replan(plan)
+            if plan.is_empty and len(plan.preempted) == before:
+                return
 
     def _stretch_ahead(self) -> bool:
         """Plan a decode-only step with what the engine's stretch asks, counted in the same

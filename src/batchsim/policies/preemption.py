@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from batchsim.policies.ordering import FrontLane
+from batchsim.policies.ordering import WaitingQueue
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
 from batchsim.sim.request import Request, RequestStatus
 from batchsim.sim.step_plan import StepPlan
 
 PreemptionMode = Literal["recompute", "swap"]
+# Which running request a full cache preempts: the most recently admitted (vLLM's default,
+# `fcfs` policy), or the lowest priority (vLLM's `--scheduling-policy priority`).
+VictimRule = Literal["newest", "priority"]
 
 # Keys of a request's own blocks start above every key `pool_block_keys` makes (an int64 block
 # id shifted left by 32 bits, or'ed with a token count), so they never match another request's.
@@ -82,25 +85,57 @@ def swap_in(request: Request, swap_space: HostSwapSpace | None, plan: StepPlan) 
         plan.swap_tokens += request.num_computed_tokens
 
 
+def priority_victim(running: list[Request]) -> int:
+    """Index of the running request vLLM's priority policy preempts: the largest
+    (priority, arrival time) — the lowest priority (highest number), latest arrival among
+    equals (vllm/v1/core/sched/scheduler.py `Scheduler.schedule`, `max(self.running,
+    key=lambda r: (r.priority, r.arrival_time))`). Exact ties go to the most recently admitted,
+    so a tie picks what the `newest` rule would."""
+    best = len(running) - 1
+    key = (running[best].priority, running[best].arrival_s)
+    for index in range(best - 1, -1, -1):  # from the newest: a strict > keeps it on ties
+        candidate = (running[index].priority, running[index].arrival_s)
+        if candidate > key:
+            best, key = index, candidate
+    return best
+
+
+def take_victim(running: list[Request], rule: VictimRule) -> Request:
+    """Remove and return the running request `rule` preempts."""
+    if rule == "newest":
+        return running.pop()
+    return running.pop(priority_victim(running))
+
+
 def allocate_or_preempt(
     request: Request,
     total_tokens: int,
     *,
     running: list[Request],
-    waiting: FrontLane,
+    waiting: WaitingQueue,
     pool: KVBlockPool,
     mode: PreemptionMode,
     swap_space: HostSwapSpace | None,
     plan: StepPlan,
+    victim_rule: VictimRule = "newest",
 ) -> bool:
-    """Make `request` hold KV for `total_tokens`, preempting the newest running request until it
-    fits (vLLM's rule); victims go back to the head of `waiting` in admission order and are listed
-    in `plan.preempted`. Returns False if `request` itself was preempted.
+    """Make `request` hold KV for `total_tokens`, preempting running requests until it fits;
+    victims are listed in `plan.preempted`. Returns False if `request` itself was preempted.
+
+    `newest` (vLLM's rule): the newest running request goes, back to the head of `waiting` in
+    admission order. `priority`: the lowest-priority one (`priority_victim`), which may sit
+    anywhere in `running` (the caller unschedules it if it was scheduled this step), and goes
+    back into `waiting` by its ordering key, not to the front: vLLM's priority queue re-heaps
+    a preempted request (`PriorityRequestQueue.prepend_request` is `add_request`), so a
+    waiting higher class is admitted before it returns.
     """
     while not pool.allocate(request.request_id, total_tokens):
-        victim = running.pop()
+        victim = take_victim(running, victim_rule)
         preempt(victim, pool, mode, swap_space, plan)
-        waiting.push_front(victim)
+        if victim_rule == "newest":
+            waiting.push_front(victim)
+        else:
+            waiting.push(victim)
         if victim is request:
             return False
     return True

@@ -34,6 +34,7 @@ from batchsim.sim.policy_protocol import BatchingPolicy
 from batchsim.sim.request import Request, RequestStatus
 from batchsim.sim.routers import Router
 from batchsim.sim.traffic import Traffic
+from batchsim.sim.weighted_router import WeightedRouter
 
 DECODE_KV_TOO_SMALL = "decode_kv_cache_too_small"
 
@@ -104,7 +105,8 @@ class DisaggregatedSimulation(Simulation):
     def __init__(
         self, prefill: Sequence[PrefillPoolPolicy], decode: Sequence[DecodePoolPolicy], *,
         prefill_cost: StepCostModel, decode_cost: StepCostModel, link: LinkSpec,
-        traffic: Traffic, router: Router | None = None, shared_queue: bool = False,
+        traffic: Traffic, router: Router | WeightedRouter | None = None,
+        shared_queue: bool = False,
         max_model_len: int | None = None, fast_path: bool = True,
         on_progress: Callable[[float], None] | None = None, frontend: Frontend | None = None,
     ) -> None:

@@ -51,8 +51,13 @@ class RoutedDispatch:
         self.replicas = replicas
         self.router = router
         self.on_rejected = on_rejected
+        # Arrivals while no replica serves (an autoscaled pool at zero), in arrival order.
+        self.waiting: deque[Request] = deque()
 
     def arrive(self, request: Request) -> None:
+        if not self.replicas:
+            self.waiting.append(request)
+            return
         if len(self.replicas) == 1:  # nothing to choose: skip measuring the load
             if not self.replicas[0].submit(request):
                 self.on_rejected(request)
@@ -65,10 +70,11 @@ class RoutedDispatch:
             self.on_rejected(request)
 
     def pump(self) -> None:
-        return None
+        while self.waiting and self.replicas:  # a replica serves again: route them in order
+            self.arrive(self.waiting.popleft())
 
     def held(self) -> int:
-        return 0
+        return len(self.waiting)
 
 
 class SharedQueueDispatch:

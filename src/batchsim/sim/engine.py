@@ -13,6 +13,7 @@ from itertools import accumulate
 import numpy as np
 import simpy
 
+from batchsim.sim.autoscaler import Autoscaler, AutoscalerSettings
 from batchsim.sim.cost_protocol import StepCostModel
 from batchsim.sim.dispatch import Dispatcher, RoutedDispatch, SharedQueueDispatch
 from batchsim.sim.frontend import Frontend
@@ -21,11 +22,14 @@ from batchsim.sim.kv_fragmentation import meter_for
 from batchsim.sim.kv_growth import ExactGrowth, ListedGrowth
 from batchsim.sim.policy_protocol import BatchingPolicy
 from batchsim.sim.recorder import RunRecord
+from batchsim.sim.replica_pool import ReplicaPool
 from batchsim.sim.request import Request, RequestStatus
 from batchsim.sim.routers import Router, round_robin
+from batchsim.sim.scored_dispatch import ScoredDispatch
 from batchsim.sim.step_plan import StepPlan
 from batchsim.sim.stretch import advance_decode_steps, decode_horizon, kv_growth
 from batchsim.sim.traffic import ClosedLoopTraffic, OpenLoopTraffic, SessionTraffic, Traffic
+from batchsim.sim.weighted_router import WeightedRouter
 
 # Progress is reported every this many steps of a replica (cheap enough, frequent enough).
 _PROGRESS_EVERY_STEPS = 4096
@@ -66,6 +70,10 @@ class Replica:
         # uncached free blocks when it started.
         self._stretch: tuple[list[float], ExactGrowth | ListedGrowth, int, int] | None = None
         self._wake = env.event()
+        # Busy (stepping) seconds before `_busy_since`, the start of the current busy spell
+        # (None: idle): an autoscaler reads them at any instant, mid-stretch too.
+        self._busy_s = 0.0
+        self._busy_since: float | None = None
         # When the next arrival is known to come to this replica (set by the Simulation),
         # the time of it: a stretch is then priced only up to the step it lands in.
         self.next_arrival_s: Callable[[], float] | None = None
@@ -109,7 +117,19 @@ class Replica:
             evicted = max(0, self._blocks_taken_in_stretch(ends, growth) - uncached_at_start)
         return pool.cached_prefix_blocks(request.prefix_keys, limit, evicted=evicted)
 
+    def busy_seconds(self, now: float) -> float:
+        """Seconds spent stepping up to `now`; a spell of back-to-back steps counts from its
+        first start, so a stretch and the steps it stands for count alike."""
+        since = self._busy_since
+        return self._busy_s if since is None else self._busy_s + (now - since)
+
+    def _stop_busy(self) -> None:
+        if self._busy_since is not None:
+            self._busy_s += self.env.now - self._busy_since
+            self._busy_since = None
+
     def _idle(self, wake_at: float | None) -> simpy.Event:
+        self._stop_busy()
         if wake_at is None:
             return self._wake
         return self._wake | self.env.timeout(max(0.0, wake_at - self.env.now))
@@ -118,6 +138,7 @@ class Replica:
         env = self.env
         while True:
             if not self.policy.has_work():
+                self._stop_busy()
                 yield self._wake
                 self._wake = env.event()
                 continue
@@ -129,6 +150,8 @@ class Replica:
                 if self._wake.triggered:
                     self._wake = env.event()
                 continue
+            if self._busy_since is None:
+                self._busy_since = env.now
             steps = self._repeatable_steps(plan)
             if steps > 1:
                 yield from self._run_stretch(plan, steps)
@@ -279,13 +302,18 @@ class Simulation:
     `frontend`: the serving engine's front end (sim/frontend.py). A request is sent by its
     client at `arrival_s` and reaches the router when the front end is done with it, so that
     time is part of every client-seen latency (TTFT, E2E) and of a closed-loop user's cycle.
+
+    `autoscaler`: the policies are the pool's slots (sim/replica_pool.py), of which the
+    initial ones serve; the dispatcher routes among the serving ones only.
     """
 
     def __init__(
         self, policies: Sequence[BatchingPolicy], cost_model: StepCostModel,
-        traffic: Traffic, router: Router | None = None, max_model_len: int | None = None,
+        traffic: Traffic, router: Router | WeightedRouter | None = None,
+        max_model_len: int | None = None,
         fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
         shared_queue: bool = False, frontend: Frontend | None = None,
+        autoscaler: AutoscalerSettings | None = None,
     ) -> None:
         self.env = simpy.Environment()
         self.frontend = frontend or Frontend()
@@ -300,10 +328,21 @@ class Simulation:
                     fast_path=fast_path, on_progress=on_progress, on_state_change=pump)
             for i, p in enumerate(policies)
         ]
+        routable: Sequence[Replica] = self.replicas
+        self.pool: ReplicaPool | None = None
+        if autoscaler is not None:
+            self.pool = ReplicaPool(self.env, self.replicas, autoscaler.initial_replicas,
+                                    autoscaler.cold_start_s, self._pump)
+            routable = self.pool.routable  # type: ignore[assignment]  # the same replicas
         if shared_queue:
-            self.dispatch = SharedQueueDispatch(self.replicas, self._rejected)
+            self.dispatch = SharedQueueDispatch(routable, self._rejected)
+        elif isinstance(router, WeightedRouter):
+            self.dispatch = ScoredDispatch(self.env, routable, router, self._rejected)
         else:
-            self.dispatch = RoutedDispatch(self.replicas, router or round_robin, self._rejected)
+            self.dispatch = RoutedDispatch(routable, router or round_robin, self._rejected)
+        self.autoscaler = None if self.pool is None or autoscaler is None else Autoscaler(
+            self.env, autoscaler, self.pool, self.replicas, self.dispatch.held, self._finished)
+        self._sources: list[simpy.Process] = []  # the traffic's processes
         self.traffic = traffic
         self.max_model_len = max_model_len
         self._done_events: dict[int, simpy.Event] = {}
@@ -318,12 +357,14 @@ class Simulation:
             if len(self.replicas) == 1 and isinstance(self.dispatch, RoutedDispatch):
                 # Every arrival comes to the lone replica and cuts its stretch.
                 self.replicas[0].next_arrival_s = self._next_arrival_s
-            self.env.process(self._open_loop(self.traffic))
+            self._sources = [self.env.process(self._open_loop(self.traffic))]
         elif isinstance(self.traffic, SessionTraffic):
-            for session in range(self.traffic.sessions.start_s.size):
-                self.env.process(self._session(self.traffic, session))
+            self._sources = [self.env.process(self._session(self.traffic, session))
+                             for session in range(self.traffic.sessions.start_s.size)]
         else:
-            self._start_closed_loop(self.traffic)
+            self._sources = self._start_closed_loop(self.traffic)
+        if self.autoscaler is not None:
+            self.autoscaler.start()
         with _fewer_collections():
             self.env.run()
         unfinished = [r.request_id for r in self.record.requests if not r.is_finished]
@@ -332,6 +373,10 @@ class Simulation:
                 f"{len(unfinished)} requests never finished (first ids {unfinished[:5]})"
             )
         return self.record
+
+    def _finished(self) -> bool:
+        """No request will come and none is left: an autoscaler stops evaluating."""
+        return not any(p.is_alive for p in self._sources) and self._in_system() == 0
 
     def _in_system(self) -> int:
         if len(self.replicas) == 1:  # counted at every arrival and finish: no generator
@@ -357,6 +402,8 @@ class Simulation:
             self._rejected(request)
             return request
         self.dispatch.arrive(request)
+        if self.autoscaler is not None and self.dispatch.held():
+            self.autoscaler.wake_from_zero()
         if not request.is_finished:
             self.record.record_occupancy(self.env.now, self._in_system())
         return request
@@ -374,6 +421,8 @@ class Simulation:
 
     def _on_done(self, request: Request) -> None:
         self.record.request_done(request)
+        if self.pool is not None and request.replica >= 0:
+            self.pool.request_ended(request.replica)  # a draining replica may stop
         if request.status is not RequestStatus.REJECTED:
             self.record.record_occupancy(self.env.now, self._in_system())
             # Only a closed-loop user retrying after a rejection waits on it: with no one
@@ -404,10 +453,10 @@ class Simulation:
             self._submit(prompt, output, tenant, priority, prefix, sent_s=t)
         self._upcoming_arrival_s = math.inf
 
-    def _start_closed_loop(self, traffic: ClosedLoopTraffic) -> None:
+    def _start_closed_loop(self, traffic: ClosedLoopTraffic) -> list[simpy.Process]:
         lengths = traffic.lengths()
-        for _ in range(traffic.concurrency):
-            self.env.process(self._user(traffic, lengths))
+        return [self.env.process(self._user(traffic, lengths))
+                for _ in range(traffic.concurrency)]
 
     def _session(self, traffic: SessionTraffic, session: int) -> Process:
         """One conversation: its turns in order, each after the previous one ended (a turn

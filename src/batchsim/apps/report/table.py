@@ -72,6 +72,18 @@ def _percent(value: object) -> str | None:
     return None if number is None else f"{number:.1%}"
 
 
+def _preempted_and_shed(tenant: str) -> Callable[[Metrics], str | None]:
+    """A tenant's preemptions and shed requests; a tenant none was shed of has no
+    `shed_overload` key (0 then), a summary from before these counts has neither (no cell)."""
+    def cell(m: Metrics) -> str | None:
+        preemptions = _number(_get(m, "tenants", tenant, "preemptions"))
+        if preemptions is None:
+            return None
+        shed = _number(_get(m, "tenants", tenant, "rejected_by_reason", "shed_overload")) or 0
+        return f"{preemptions:,.0f} / {shed:,.0f}"
+    return cell
+
+
 def _percent_of(*path: str) -> Callable[[Metrics], str | None]:
     return lambda m: _percent(_get(m, *path))
 
@@ -155,7 +167,8 @@ OPTIONAL_ROWS = (
 
 
 def _tenant_rows(metrics: list[Metrics]) -> list[Row]:
-    """Per-tenant TTFT and SLO attainment, for every tenant any arm reports."""
+    """Per-tenant TTFT, SLO attainment, goodput, preemptions and shed requests, for every
+    tenant any arm reports."""
     names: list[str] = []
     for m in metrics:
         tenants = m.get("tenants")
@@ -168,6 +181,9 @@ def _tenant_rows(metrics: list[Metrics]) -> list[Row]:
                       ("tenants", name, "ttft_s", "p99")), optional=True),
             Row(f"tenant {name}: SLO attainment",
                 _percent_of("tenants", name, "slo_attainment"), optional=True),
+            Row(f"tenant {name}: goodput (req/s)",
+                _fmt(",.2f", "tenants", name, "goodput_rps"), optional=True),
+            Row(f"tenant {name}: preemptions / shed", _preempted_and_shed(name), optional=True),
         ]
     return rows
 

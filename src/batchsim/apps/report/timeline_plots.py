@@ -31,6 +31,10 @@ class Panel:
 
 
 PANELS = (
+    # An autoscaled arm's pool (docs/how-to/autoscaling.md); the columns exist only then
+    # (`only_when_nonzero` also keeps their absence out of the notes).
+    Panel("replicas_serving", "replicas serving\n(mean per bin)", only_when_nonzero=True),
+    Panel("replicas_starting", "replicas starting\n(cold starts)", only_when_nonzero=True),
     Panel("batch_size", "batch size\n(sequences / replica)"),
     Panel("num_waiting", "queue length\n(waiting requests)"),
     Panel("kv_utilization_mean", "KV-cache use\n(% of blocks)", scale=100.0),
@@ -137,6 +141,7 @@ TIMELINES = PlotSpec(
     "Per time bin, averaged over the bin: sequences in the running batch, requests waiting in "
     "the queue, and the share of KV-cache blocks in use (plus preemptions, when there are "
     "any). A queue that keeps growing means the arm cannot keep up with the offered load; KV "
-    "use near 100% with preemptions means the cache, not the GPU's speed, is the limit.",
+    "use near 100% with preemptions means the cache, not the GPU's speed, is the limit. An "
+    "experiment with an autoscaled arm adds the replicas serving and those still starting.",
     draw_timelines,
 )

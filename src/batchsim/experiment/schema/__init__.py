@@ -44,6 +44,7 @@ from batchsim.experiment.schema.arrivals import (
     TraceLengthFilter,
     WeibullArrivals,
 )
+from batchsim.experiment.schema.autoscaler import AutoscalerConfig
 from batchsim.experiment.schema.common import (
     RULE_ERROR_TYPE,
     AtLeastOne,
@@ -117,6 +118,7 @@ __all__ = [
     "ArmSpeculative",
     "ArrivalsConfig",
     "AtLeastOne",
+    "AutoscalerConfig",
     "BetaAcceptance",
     "BurstConfig",
     "ChunkedPrefillArm",

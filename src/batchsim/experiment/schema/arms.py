@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from batchsim.experiment.schema.admission import AdmissionConfig, AdmissionReserveConfig
+from batchsim.experiment.schema.autoscaler import AutoscalerConfig
 from batchsim.experiment.schema.common import (
     AtLeastOne,
     ConfigModel,
@@ -13,6 +14,7 @@ from batchsim.experiment.schema.common import (
     Positive,
     rule_error,
 )
+from batchsim.experiment.schema.gateway import GatewayConfig
 from batchsim.experiment.schema.ordering import FcfsOrdering, OrderingConfig
 from batchsim.experiment.schema.speculative import SpeculativeConfig
 
@@ -51,6 +53,19 @@ ArmOrdering = Annotated[OrderingConfig, Field(description=(
 ArmDeploymentKey = Annotated[ArmDeployment | None, Field(description=(
     "This arm's own hardware, parallelism or replica count (docs/how-to/compare-layouts.md); "
     "null uses the experiment's."))]
+ArmAutoscalerKey = Annotated[AutoscalerConfig | None, Field(description=(
+    "Resize this arm's replica pool during the run (docs/how-to/autoscaling.md); null: a fixed "
+    "`replicas`. Its `max_replicas` replaces `replicas`, so `deployment.replicas` may not be "
+    "set beside it."))]
+
+
+def check_autoscaler(arm: "StaticArm | ContinuousArm | ChunkedPrefillArm") -> None:
+    """The pool's size is the autoscaler's: a fixed replica count beside it is ambiguous."""
+    if arm.autoscaler is not None and arm.deployment is not None \
+            and arm.deployment.replicas is not None:
+        raise rule_error("deployment.replicas", "an arm with an `autoscaler` sizes its pool "
+                                                "with autoscaler.min_replicas/max_replicas; "
+                                                "remove deployment.replicas")
 
 
 class StaticArm(ConfigModel):
@@ -71,6 +86,12 @@ class StaticArm(ConfigModel):
     tokens; requests with a longer output are rejected with a reason."""
     ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
     deployment: ArmDeploymentKey = None
+    autoscaler: ArmAutoscalerKey = None
+
+    @model_validator(mode="after")
+    def _one_pool_size(self) -> Self:
+        check_autoscaler(self)
+        return self
 
 
 # Keys the iteration-level arms (continuous, chunked_prefill) share.
@@ -91,6 +112,25 @@ ArmKVAllocation = Annotated[Literal["paged", "contiguous"] | None, Field(descrip
     "(so one experiment compares the two on the same memory and traffic)."))]
 ArmSpeculative = Annotated[SpeculativeConfig | None, Field(description=(
     "Speculative decoding for this arm; null decodes one token per step."))]
+ArmPreemptionVictim = Annotated[Literal["newest", "priority"], Field(description=(
+    "Which running request a full KV cache preempts: `newest`, the most recently admitted "
+    "(vLLM's default); or `priority`, the lowest priority (highest tenant `priority`), latest "
+    "arrival among equals, which goes back into the waiting queue by its priority instead of "
+    "first (vLLM's `--scheduling-policy priority`; needs `ordering: {kind: priority}`, "
+    "docs/how-to/slo-classes.md)."))]
+ArmGateway = Annotated[GatewayConfig | None, Field(description=(
+    "A gateway in front of dispatch that rejects requests of the listed tenants (classes) "
+    "while the system is overloaded (docs/how-to/slo-classes.md); null admits every arrival "
+    "to dispatch."))]
+
+
+def _victim_rule_needs_priority(arm: "ContinuousArm | ChunkedPrefillArm") -> None:
+    """vLLM's one `--scheduling-policy priority` orders the queue and picks the victims; a
+    victim re-queued by priority needs a queue ordered by it."""
+    if arm.preemption_victim == "priority" and arm.ordering.kind != "priority":
+        raise rule_error("preemption_victim", (
+            f"priority needs `ordering: {{kind: priority}}` (got ordering {arm.ordering.kind}): "
+            "the victim goes back into the waiting queue by its priority"))
 
 
 class ContinuousArm(ConfigModel):
@@ -114,6 +154,19 @@ class ContinuousArm(ConfigModel):
     ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
     deployment: ArmDeploymentKey = None
     speculative: ArmSpeculative = None
+    autoscaler: ArmAutoscalerKey = None
+    preemption_victim: ArmPreemptionVictim = "newest"
+    gateway: ArmGateway = None
+
+    @model_validator(mode="after")
+    def _one_pool_size(self) -> Self:
+        check_autoscaler(self)
+        return self
+
+    @model_validator(mode="after")
+    def _victim_rule_fits_the_ordering(self) -> Self:
+        _victim_rule_needs_priority(self)
+        return self
 
 
 class ChunkedPrefillArm(ConfigModel):
@@ -149,6 +202,19 @@ class ChunkedPrefillArm(ConfigModel):
     ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
     deployment: ArmDeploymentKey = None
     speculative: ArmSpeculative = None
+    autoscaler: ArmAutoscalerKey = None
+    preemption_victim: ArmPreemptionVictim = "newest"
+    gateway: ArmGateway = None
+
+    @model_validator(mode="after")
+    def _one_pool_size(self) -> Self:
+        check_autoscaler(self)
+        return self
+
+    @model_validator(mode="after")
+    def _victim_rule_fits_the_ordering(self) -> Self:
+        _victim_rule_needs_priority(self)
+        return self
 
     @model_validator(mode="after")
     def _budget_holds_every_decode(self) -> Self:
@@ -229,6 +295,18 @@ class DisaggregatedArm(ConfigModel):
     and recompute it there (prompt and generated tokens), or swap it to host memory."""
     kv_link: KVLinkConfig = Field(default_factory=KVLinkConfig)
     """The link between the pools."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_autoscaler(cls, data: object) -> object:
+        # Per-pool scaling (prefill against TTFT, decode against ITL) is not modelled yet:
+        # say so rather than "extra inputs are not permitted".
+        if isinstance(data, dict) and "autoscaler" in data:
+            raise rule_error("autoscaler", "autoscaling is modelled for colocated arms "
+                                           "(static, continuous, chunked_prefill), not yet for "
+                                           "disaggregated ones: size the pools with "
+                                           "prefill_replicas and decode_replicas")
+        return data
 
 
 Arm = Annotated[StaticArm | ContinuousArm | ChunkedPrefillArm | DisaggregatedArm,

@@ -1,7 +1,7 @@
 """The top-level ``Experiment`` model: one experiment file."""
 
 from pathlib import Path
-from typing import Literal, Self
+from typing import Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -18,8 +18,10 @@ from batchsim.experiment.schema.kv_allocation import check_kv_allocation
 from batchsim.experiment.schema.kv_cache import KVCacheConfig
 from batchsim.experiment.schema.output import OutputConfig
 from batchsim.experiment.schema.plan import PlanConfig
+from batchsim.experiment.schema.router import RouterConfig, router_name_or_mapping
 from batchsim.experiment.schema.simulation import SimulationConfig
 from batchsim.experiment.schema.slo import SLOConfig
+from batchsim.experiment.schema.slo_classes import check_slo_classes
 from batchsim.experiment.schema.sweep import SweepConfig
 from batchsim.experiment.schema.workload import WorkloadConfig
 
@@ -64,13 +66,13 @@ class Experiment(ConfigModel):
     replicas: AtLeastOne = 1
     """Model replicas, each on `tensor_parallel × pipeline_parallel` GPUs (a `disaggregated`
     arm sizes its own pools instead)."""
-    router: Literal["round_robin", "least_outstanding", "least_kv", "prefix_affinity",
-                    "shared_queue"] = "round_robin"
+    router: RouterConfig = "round_robin"
     """How arrivals reach replicas: assigned on arrival in turn, to the fewest queued +
     running, to the most free KV blocks, or (`prefix_affinity`, with prefix caching) to the
     longest cached prefix of the prompt, then the fewest queued + running (ties to the lowest
-    replica index); or `shared_queue`: one FCFS queue from which the first replica with room
-    takes the next request."""
+    replica index); `shared_queue`: one FCFS queue from which the first replica with room
+    takes the next request; or a mapping `{kind: weighted, scorers: [...]}`: a weighted sum
+    of scorers over signals that may be `signal_delay_s` old (docs/how-to/routing.md)."""
     workload: WorkloadConfig
     """The request stream."""
     warmup_s: NonNegative = 0.0
@@ -116,6 +118,11 @@ class Experiment(ConfigModel):
                              "profile YAML); the setting fast_path moved to simulation.fast_path")
         return value
 
+    @field_validator("router", mode="before")
+    @classmethod
+    def _router_is_a_name_or_a_mapping(cls, value: object) -> object:
+        return router_name_or_mapping(value)
+
     @field_validator("sweep", mode="before")
     @classmethod
     def _one_sweep_is_a_list_of_one(cls, value: object) -> object:
@@ -154,6 +161,24 @@ class Experiment(ConfigModel):
     @model_validator(mode="after")
     def _kv_allocation_fits_the_arms(self) -> Self:
         check_kv_allocation(self.policies, self.kv_cache)
+        return self
+
+    @model_validator(mode="after")
+    def _autoscalers_fit_the_router(self) -> Self:
+        # The weighted router's signal view keeps per-replica state by position in a fixed
+        # list; an autoscaled pool's routable list changes during the run.
+        if isinstance(self.router, str):
+            return self
+        for index, arm in enumerate(self.policies):
+            if getattr(arm, "autoscaler", None) is not None:
+                raise rule_error(f"policies.{index}.autoscaler",
+                                 "an autoscaled pool is not modelled behind the weighted router "
+                                 "yet; use a named router (least_outstanding, shared_queue, ...)")
+        return self
+
+    @model_validator(mode="after")
+    def _gateways_fit_the_workload(self) -> Self:
+        check_slo_classes(self.policies, self.workload)
         return self
 
     @property
