@@ -160,7 +160,7 @@ def test_nested_tags_are_removed_too(write_yaml: WriteYaml, minimal_data: dict) 
 def test_bad_literal_lists_the_choices(write_yaml: WriteYaml, minimal_data: dict) -> None:
     minimal_data["dtype"] = {"weights": "fp16"}
     assert only_problem(write_yaml(minimal_data)) == (
-        "dtype.weights: expected one of: bf16, fp8, int8, int4 (got 'fp16')"
+        "dtype.weights: expected one of: bf16, fp8, int8, int4, nvfp4, mxfp4 (got 'fp16')"
     )
 
 

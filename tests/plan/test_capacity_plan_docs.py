@@ -17,6 +17,9 @@ HOW_TO = REPO / "docs" / "how-to" / "capacity-planning.md"
 SHIPPED = REPO / "experiments" / "capacity_plan.yaml"
 
 
+# The plan machinery is checked by default (tests/plan/test_plan_cli.py); the how-to's own plan
+# and the answers it quotes with -m slow.
+@pytest.mark.slow
 def test_the_how_to_plan_runs_and_answers(tmp_path: Path) -> None:
     text = re.search(r"^```yaml\n(name:.*?)^```", HOW_TO.read_text("utf-8"),
                      re.MULTILINE | re.DOTALL)

@@ -26,7 +26,7 @@ def _running_batch(block_size: int, lengths: list[tuple[int, int, int]]) -> tupl
     return running, pool
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(block_size=st.integers(1, 32),
        lengths=st.lists(st.tuples(st.integers(1, 3000), st.integers(1, 300),
                                   st.integers(1, 400)), min_size=1, max_size=40))

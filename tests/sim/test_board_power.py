@@ -12,7 +12,8 @@ from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_pro
 
 _SOURCES_TDP = {"a100-sxm-80gb": 400, "h100-sxm": 700, "h200-sxm": 700, "l40s": 350,
                 "b200": 1000, "mi300x": 750,  # data-sheet TDPs, as the yaml comments cite
-                "h200-sxm-measured": 700}  # the same GPU as h200-sxm
+                "h200-sxm-measured": 700,  # the same GPU as h200-sxm
+                "b300": 1100, "gb200": 1200, "gb300": 1400}
 
 
 @pytest.mark.parametrize("name", list_gpu_profiles())

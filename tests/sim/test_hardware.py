@@ -12,7 +12,7 @@ import yaml
 from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 
 _CALIBRATED = ["a100-sxm-80gb", "b200", "h100-sxm", "h200-sxm", "l40s"]
-_SPEC_ONLY = ["mi300x"]
+_SPEC_ONLY = ["b300", "gb200", "gb300", "mi300x"]
 _WITH_FP8_GEMMS = ("b200", "h100-sxm", "h200-sxm")  # fp8 GEMM tables fitted too
 _OWN_MEASUREMENTS = "h200-sxm-measured"  # fitted to our own single-GPU H200 timings
 _SHIPPED = sorted([*_CALIBRATED, *_SPEC_ONLY, _OWN_MEASUREMENTS])
@@ -174,4 +174,30 @@ def test_missing_file_is_a_hardware_error(tmp_path: Path) -> None:
 def test_sm_counts_from_the_spec_sheets() -> None:
     counts = {name: load_gpu_profile(name).sm_count for name in _SHIPPED}
     assert counts == {"a100-sxm-80gb": 108, "h100-sxm": 132, "h200-sxm": 132, "l40s": 142,
-                      "mi300x": 304, "b200": 148, "h200-sxm-measured": 132}
+                      "mi300x": 304, "b200": 148, "h200-sxm-measured": 132,
+                      "b300": 160, "gb200": 148, "gb300": 160}
+
+
+def test_fp4_peak_is_optional_and_checked(tmp_path: Path) -> None:
+    document = _h100_document()
+    document["peak_flops"]["fp4"] = 0  # type: ignore[index]
+    with pytest.raises(HardwareError, match=r"key 'peak_flops.fp4' must be a positive number"):
+        load_gpu_profile(str(_write(tmp_path, document)))
+    document["peak_flops"]["fp4"] = 2e15  # type: ignore[index]
+    assert load_gpu_profile(str(_write(tmp_path, document))).peak_flops.fp4 == 2e15
+
+
+def test_fp4_weights_get_no_gemm_keys_of_their_own(tmp_path: Path) -> None:
+    document = _h100_document()
+    efficiency = document["efficiency"]
+    assert isinstance(efficiency, dict)
+    efficiency["gemm_by_weights"]["nvfp4"] = efficiency["gemm_by_weights"]["fp8"]
+    with pytest.raises(HardwareError, match=r"unknown key 'efficiency.gemm_by_weights.nvfp4'"):
+        load_gpu_profile(str(_write(tmp_path, document)))
+
+
+def test_blackwell_spec_sheet_peaks_are_dense() -> None:
+    peaks = {name: load_gpu_profile(name).peak_flops for name in ("b200", "b300", "gb200", "gb300")}
+    assert {name: (p.bf16, p.fp8, p.fp4) for name, p in peaks.items()} == {
+        "b200": (2.25e15, 4.5e15, 9e15), "b300": (2.25e15, 4.5e15, 13.5e15),
+        "gb200": (2.5e15, 5e15, 10e15), "gb300": (2.5e15, 5e15, 15e15)}

@@ -190,7 +190,7 @@ def _run(data: st.DataObject, monkeypatch: pytest.MonkeyPatch, *, replicas: int,
     return got, _brute_force(steps, occupancy, capacity, replicas, edges, end_s)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data(), replicas=st.integers(1, 3), bin_s=st.sampled_from([0.5, 1.0, 4.0]),
        by_replica=st.booleans())
 def test_binned_as_the_run_goes_is_the_brute_force_table_bit_for_bit(data, replicas, bin_s,
@@ -204,7 +204,7 @@ def test_binned_as_the_run_goes_is_the_brute_force_table_bit_for_bit(data, repli
         assert got[column].to_numpy().tobytes() == expected[column].to_numpy().tobytes(), column
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data(), replicas=st.integers(1, 3), bin_s=st.sampled_from([0.1, 0.3, 1.7]))
 def test_arbitrary_times_are_the_brute_force_table_up_to_rounding(data, replicas, bin_s):
     floats = st.floats(0.0, 2.0)
@@ -246,7 +246,7 @@ def test_bins_agree_with_the_rounded_edges():
     assert time_bins.bins_of(times, 0.1).tolist() == [0, 1, 2, 3, 10, 6]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(times=st.lists(st.floats(0.0, 1e6), max_size=40),
        width=st.sampled_from([0.1, 1.0, 1 / 3, 7.3, 1e-3, 60.0]))
 def test_bins_of_is_the_search_of_the_rounded_edges(times, width):
@@ -259,7 +259,7 @@ def test_bins_of_is_the_search_of_the_rounded_edges(times, width):
     assert time_bins.bins_of(values, width).tolist() == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data(), ascending=st.booleans())
 def test_sums_and_maxima_per_bin_are_add_at_and_maximum_at(data, ascending):
     bins = np.array(data.draw(st.lists(st.integers(0, 5), max_size=30)), dtype=np.int64)

@@ -221,6 +221,13 @@ _SHORTFALLS += """
   prefill steps), so attention keys fitted to those rows would carry that work as attention.
   The family waits for the element-wise work to be priced (or for tables of the attention
   kernel alone).
+- **Not fitted, FP4 weights** (`nvfp4`, `mxfp4`): no FP4 operator table is fitted, on any GPU.
+  Where a profile gives an FP4 tensor-core peak (`peak_flops.fp4`: the Blackwell profiles),
+  FP4 GEMMs and fused-MoE experts are priced with the fp8 weights' fitted keys (else bf16's)
+  at that peak, and with fp8's activation-quantisation kernel; elsewhere (Hopper, Ampere,
+  Ada) they run weight-only, dequantised and multiplied at the bf16 rate with the bf16 keys,
+  as int4 does. Either way only the bytes (block scales included) are FP4's own; how close
+  FP4 kernels come to their peak is unmeasured.
 - **Not fitted:** fp8 KV caches (the decode keys are bf16's, at half the bytes), int8 and int4
   GEMMs (bf16 keys at their rate), sliding-window attention.
 """

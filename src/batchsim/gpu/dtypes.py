@@ -11,18 +11,29 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final, Literal
 
+# Block-scaled 4-bit floats store each block's shared scale beside its 4-bit E2M1 values, so
+# the scale is part of every element's bytes (docs/background/model.md, "Quantisation"):
+# NVFP4, one FP8 E4M3 scale per 16 values (the per-tensor FP32 scale is 4 bytes a tensor);
+# MXFP4 (OCP Microscaling v1.0), one E8M0 scale per 32 values.
+NVFP4_BYTES: Final[float] = 0.5 + 1.0 / 16
+MXFP4_BYTES: Final[float] = 0.5 + 1.0 / 32
+
 BYTES_PER_ELEMENT: Final[Mapping[str, float]] = MappingProxyType(
-    {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+    {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5,
+     "nvfp4": NVFP4_BYTES, "mxfp4": MXFP4_BYTES}
 )
 """Storage size of one element. int4 packs two weights per byte (scales are ignored: <1%)."""
 
-WEIGHT_DTYPES: Final[frozenset[str]] = frozenset({"bf16", "fp8", "int8", "int4"})
+FP4_WEIGHT_DTYPES: Final[frozenset[str]] = frozenset({"nvfp4", "mxfp4"})
+WEIGHT_DTYPES: Final[frozenset[str]] = (
+    frozenset({"bf16", "fp8", "int8", "int4"}) | FP4_WEIGHT_DTYPES
+)
 KV_DTYPES: Final[frozenset[str]] = frozenset({"bf16", "fp8", "int8"})
 
 ACTIVATION_BYTES: Final[float] = 2.0
 """Activations (GEMM inputs/outputs, all-reduce payloads) stay in bf16 whatever the weights are."""
 
-PeakFlopsKey = Literal["bf16", "fp8", "int8"]
+PeakFlopsKey = Literal["bf16", "fp8", "int8", "fp4"]
 
 COMPUTE_RATE_OF_WEIGHTS: Final[Mapping[str, PeakFlopsKey]] = MappingProxyType(
     {
@@ -35,9 +46,25 @@ COMPUTE_RATE_OF_WEIGHTS: Final[Mapping[str, PeakFlopsKey]] = MappingProxyType(
         "int8": "int8",
         # W4A16 (AWQ/GPTQ): weights are dequantised inside the kernel and multiplied in bf16.
         "int4": "bf16",
+        # W4A4 on FP4 tensor cores (Blackwell); a profile without an fp4 peak (Hopper, Ampere,
+        # Ada) runs them weight-only, dequantised and multiplied at the bf16 rate, like int4.
+        "nvfp4": "fp4",
+        "mxfp4": "fp4",
     }
 )
 """Which peak FLOP/s entry of a GPU profile a GEMM with these weights computes at."""
+
+
+def gemm_kernel_dtype(weight_dtype: str, *, fp4_cores: bool) -> str:
+    """The weight dtype whose GEMM efficiency keys price GEMMs with `weight_dtype` weights.
+
+    No FP4 operator table is fitted, so FP4 GEMMs borrow: on FP4 tensor cores fp8's keys (the
+    nearest kernels: low-precision weights, activations quantised first; a profile without fp8
+    keys falls back to bf16's); without FP4 cores they run weight-only with bf16's, as int4.
+    """
+    if weight_dtype not in FP4_WEIGHT_DTYPES:
+        return weight_dtype
+    return "fp8" if fp4_cores else "bf16"
 
 
 class DtypeError(ValueError):

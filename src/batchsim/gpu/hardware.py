@@ -17,7 +17,13 @@ from types import MappingProxyType
 from typing import Any
 
 from batchsim.gpu.calibration_record import CalibrationRecord, parse_calibration_record
-from batchsim.gpu.dtypes import COMPUTE_RATE_OF_WEIGHTS, WEIGHT_DTYPES, check_weight_dtype
+from batchsim.gpu.dtypes import (
+    COMPUTE_RATE_OF_WEIGHTS,
+    FP4_WEIGHT_DTYPES,
+    WEIGHT_DTYPES,
+    check_weight_dtype,
+    gemm_kernel_dtype,
+)
 from batchsim.gpu.yaml_load import load_mapping
 
 _PROFILE_PACKAGE = "batchsim.hardware_profiles"
@@ -35,14 +41,23 @@ class PeakFlops:
     bf16: float
     fp8: float | None  # None where the GPU has no fp8 tensor cores (A100)
     int8: float
+    fp4: float | None = None  # None where the GPU has no FP4 tensor cores (before Blackwell)
 
     def for_weights(self, weight_dtype: str) -> float:
         """Peak FLOP/s of a GEMM with weights in `weight_dtype` (see batchsim.gpu.dtypes)."""
         rate = COMPUTE_RATE_OF_WEIGHTS[check_weight_dtype(weight_dtype)]
+        # Without cores of their format, fp8 and fp4 weights are upcast and multiplied at the
+        # bf16 rate.
         if rate == "fp8":
-            # Without fp8 cores, fp8 weights are upcast and multiplied at the bf16 rate.
             return self.fp8 if self.fp8 is not None else self.bf16
+        if rate == "fp4":
+            return self.fp4 if self.fp4 is not None else self.bf16
         return self.int8 if rate == "int8" else self.bf16
+
+    def gemm_keys_for(self, weight_dtype: str) -> str:
+        """The weight dtype whose efficiency keys price these weights' GEMMs on this GPU
+        (`RooflineEfficiency.for_weights`, `for_moe`): FP4 borrows fp8's or bf16's."""
+        return gemm_kernel_dtype(check_weight_dtype(weight_dtype), fp4_cores=self.fp4 is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,12 +347,13 @@ ALLREDUCE_EXPONENT_RANGE = (-2.0, 4.0)
 def _profile_from_mapping(doc: Mapping[str, Any], read: _Reader) -> GpuProfile:
     read.no_unknown_keys(doc, _TOP_LEVEL_KEYS, "")
     flops = read.mapping(doc, "peak_flops")
-    read.no_unknown_keys(flops, {"bf16", "fp8", "int8"}, "peak_flops.")
+    read.no_unknown_keys(flops, {"bf16", "fp8", "int8", "fp4"}, "peak_flops.")
     bf16 = read.number(flops, "bf16", "peak_flops.", positive=True)
     peak_flops = PeakFlops(
         bf16=bf16,
         fp8=read.number(flops, "fp8", "peak_flops.", positive=True) if "fp8" in flops else None,
         int8=read.number(flops, "int8", "peak_flops.", positive=True),
+        fp4=read.number(flops, "fp4", "peak_flops.", positive=True) if "fp4" in flops else None,
     )
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
@@ -475,7 +491,8 @@ def _gemm_by_weights(
         return MappingProxyType({})
     prefix = f"{prefix}gemm_by_weights."
     by_weights = read.mapping(block, "gemm_by_weights")
-    read.no_unknown_keys(by_weights, WEIGHT_DTYPES - {"bf16"}, prefix)
+    # FP4 GEMMs borrow other dtypes' keys (`PeakFlops.gemm_keys_for`): none fitted of their own.
+    read.no_unknown_keys(by_weights, WEIGHT_DTYPES - {"bf16"} - FP4_WEIGHT_DTYPES, prefix)
     result = {}
     for dtype in sorted(by_weights):
         keys = read.mapping(by_weights, dtype)
@@ -495,7 +512,7 @@ def _moe_by_weights(
         return MappingProxyType({})
     prefix = f"{prefix}moe_by_weights."
     by_weights = read.mapping(block, "moe_by_weights")
-    read.no_unknown_keys(by_weights, WEIGHT_DTYPES, prefix)
+    read.no_unknown_keys(by_weights, WEIGHT_DTYPES - FP4_WEIGHT_DTYPES, prefix)
     result = {}
     for dtype in sorted(by_weights):
         keys = read.mapping(by_weights, dtype)

@@ -134,8 +134,9 @@ class LayerStackCost:
         self._weight_bytes = bytes_per_element(weight_dtype)
         # Every GEMM here holds the checkpoint's weights; the routed experts run the fused-MoE
         # kernel, whose keys are its own where the profile has them.
-        self._efficiency = gpu.efficiency.for_weights(weight_dtype)
-        self._expert_efficiency = gpu.efficiency.for_moe(weight_dtype)
+        keys = gpu.peak_flops.gemm_keys_for(weight_dtype)  # FP4 borrows another dtype's keys
+        self._efficiency = gpu.efficiency.for_weights(keys)
+        self._expert_efficiency = gpu.efficiency.for_moe(keys)
         # Under pure tensor parallelism every GPU holds a slice of every expert: no straggler.
         self._imbalance = imbalance if layout.expert_parallel > 1 else 1.0
         split = layout.attention_split

@@ -8,7 +8,8 @@ from batchsim.experiment.schema.common import ConfigModel
 class DTypeConfig(ConfigModel):
     """Numeric formats: they set the bytes moved per weight and per cached token."""
 
-    weights: Literal["bf16", "fp8", "int8", "int4"] = "bf16"
-    """Format of the model weights."""
+    weights: Literal["bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"] = "bf16"
+    """Format of the model weights. `nvfp4` and `mxfp4` (block-scaled 4-bit floats) run on FP4
+    tensor cores where the GPU profile gives `peak_flops.fp4`, else weight-only at the bf16 rate."""
     kv_cache: Literal["bf16", "fp8", "int8"] = "bf16"
     """Format of the KV cache; fewer bytes per token means more concurrent sequences."""
