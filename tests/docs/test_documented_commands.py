@@ -54,6 +54,8 @@ def _validate_args(command: str) -> list[str]:
             args += ["--set", f"replications={next(flags)}"]
         elif flag in ("--out", "--jobs", "--executor", "--address"):
             next(flags)
+        else:  # as written the command would fail (a comment left on its line, say)
+            raise AssertionError(f"{command!r}: {flag!r} is not an option the command takes")
     return args
 
 
