@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from batchsim.apps.lessons.arms import arm_rows
 from batchsim.apps.lessons.lesson import Claim, Lesson, LessonRun
 from batchsim.apps.lessons.plotting import log_axis, panels
+from batchsim.apps.lessons.records import arm_rows
 from batchsim.apps.report.style import arm_colour
 from batchsim.experiment.schema.arrivals import ClosedLoopArrivals
 from batchsim.experiment.schema.lengths import FixedLength

@@ -1,12 +1,14 @@
-"""A lesson's rows as plain records looked up by key (an arm, a swept value, or a tuple of
-them), for the claims and tables that read single numbers: a DataFrame cell is typed as any
-pandas scalar, a record's value as the number it is."""
+"""Looking up a lesson's rows: as plain records by key (an arm, a swept value, or a tuple of
+them), for the claims and tables that read single numbers (a DataFrame cell is typed as any
+pandas scalar, a record's value as the number it is), or one arm's rows of a sweep."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pandas as pd
+
+from batchsim.apps.lessons.lesson import LessonRun
 
 
 def by_key(rows: pd.DataFrame, *columns: str) -> dict[Any, dict[str, Any]]:
@@ -20,3 +22,9 @@ def by_key(rows: pd.DataFrame, *columns: str) -> dict[Any, dict[str, Any]]:
             raise ValueError(f"two rows with {columns} = {key}")
         records[key] = {str(name): value for name, value in record.items()}
     return records
+
+
+def arm_rows(run: LessonRun, arm: str, swept: str) -> pd.DataFrame:
+    """The rows of `arm`, one per point, indexed by the swept key `swept` (ascending)."""
+    rows = run.rows[run.rows["arm"] == arm]
+    return rows.set_index(swept).sort_index()

@@ -1,7 +1,7 @@
 """The batching policies (arms): static, continuous, chunked_prefill and disaggregated, with
 the keys they share and an arm's own deployment."""
 
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Self, cast
 
 from pydantic import Field, model_validator
 
@@ -68,7 +68,17 @@ def check_autoscaler(arm: "StaticArm | ContinuousArm | ChunkedPrefillArm") -> No
                                                 "remove deployment.replicas")
 
 
-class StaticArm(ConfigModel):
+class _PooledArm(ConfigModel):
+    """The checks of an arm that runs on a replica pool. No fields, so that each arm keeps
+    its own fields in its own order (the reference and the echoed config follow it)."""
+
+    @model_validator(mode="after")
+    def _one_pool_size(self) -> Self:
+        check_autoscaler(cast("StaticArm | ContinuousArm | ChunkedPrefillArm", self))
+        return self
+
+
+class StaticArm(_PooledArm):
     """Static batching: collect a batch, run it until its longest request finishes; finished
     slots keep computing padding and newcomers wait for the next batch."""
 
@@ -87,11 +97,6 @@ class StaticArm(ConfigModel):
     ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
     deployment: ArmDeploymentKey = None
     autoscaler: ArmAutoscalerKey = None
-
-    @model_validator(mode="after")
-    def _one_pool_size(self) -> Self:
-        check_autoscaler(self)
-        return self
 
 
 # Keys the iteration-level arms (continuous, chunked_prefill) share.
@@ -133,7 +138,16 @@ def _victim_rule_needs_priority(arm: "ContinuousArm | ChunkedPrefillArm") -> Non
             "the victim goes back into the waiting queue by its priority"))
 
 
-class ContinuousArm(ConfigModel):
+class _QueuedArm(_PooledArm):
+    """The checks the iteration-level arms (continuous, chunked_prefill) share; no fields."""
+
+    @model_validator(mode="after")
+    def _victim_rule_fits_the_ordering(self) -> Self:
+        _victim_rule_needs_priority(cast("ContinuousArm | ChunkedPrefillArm", self))
+        return self
+
+
+class ContinuousArm(_QueuedArm):
     """Continuous (iteration-level) batching as in vLLM: running requests first, then
     waiting ones; a new request's prefill runs whole in one step."""
 
@@ -158,18 +172,8 @@ class ContinuousArm(ConfigModel):
     preemption_victim: ArmPreemptionVictim = "newest"
     gateway: ArmGateway = None
 
-    @model_validator(mode="after")
-    def _one_pool_size(self) -> Self:
-        check_autoscaler(self)
-        return self
 
-    @model_validator(mode="after")
-    def _victim_rule_fits_the_ordering(self) -> Self:
-        _victim_rule_needs_priority(self)
-        return self
-
-
-class ChunkedPrefillArm(ConfigModel):
+class ChunkedPrefillArm(_QueuedArm):
     """Chunked prefill as in Sarathi-Serve and vLLM v1: a per-step token budget; running
     decodes first, then prefill chunks fill the rest, so a long prompt is spread over several
     steps instead of stalling every decode for one long step."""
@@ -205,16 +209,6 @@ class ChunkedPrefillArm(ConfigModel):
     autoscaler: ArmAutoscalerKey = None
     preemption_victim: ArmPreemptionVictim = "newest"
     gateway: ArmGateway = None
-
-    @model_validator(mode="after")
-    def _one_pool_size(self) -> Self:
-        check_autoscaler(self)
-        return self
-
-    @model_validator(mode="after")
-    def _victim_rule_fits_the_ordering(self) -> Self:
-        _victim_rule_needs_priority(self)
-        return self
 
     @model_validator(mode="after")
     def _budget_holds_every_decode(self) -> Self:
