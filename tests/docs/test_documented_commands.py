@@ -52,6 +52,8 @@ def _validate_args(command: str) -> list[str]:
             args += ["--set", f"{key}={values.split(',')[0]}"]
         elif flag == "--replications":
             args += ["--set", f"replications={next(flags)}"]
+        elif flag == "--trace":  # `run --trace` is this override
+            args += ["--set", "output.trace=true"]
         elif flag in ("--out", "--jobs", "--executor", "--address"):
             next(flags)
         else:  # as written the command would fail (a comment left on its line, say)

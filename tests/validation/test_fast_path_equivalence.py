@@ -369,9 +369,17 @@ autoscalers = st.builds(
                  "cold_start_s": 0.25, "scale_up_window_s": 0.0, "scale_down_window_s": 0.5},
          arrival={"kind": "gamma", "rate": 20.0, "cv": 3.0}, prompt_mean=200, output_mean=80,
          seed=3, router="least_outstanding")
+# The weighted router over stale snapshots: replicas join and leave its candidate set.
+@example(arm={"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 64},
+         scaler={"min_replicas": 1, "initial_replicas": 1, "max_replicas": 3,
+                 "metric": "outstanding", "target": 1.0, "interval_s": 0.1,
+                 "cold_start_s": 0.25, "scale_up_window_s": 0.0, "scale_down_window_s": 0.5},
+         arrival={"kind": "gamma", "rate": 30.0, "cv": 3.0}, prompt_mean=300, output_mean=120,
+         seed=5, router=STALE_LOAD_ROUTER)
 @given(arm=arms, scaler=autoscalers, arrival=arrivals, prompt_mean=st.integers(8, 600),
        output_mean=st.integers(2, 300), seed=st.integers(0, 1000),
-       router=st.sampled_from(["round_robin", "least_outstanding", "shared_queue"]))
+       router=st.sampled_from(["round_robin", "least_outstanding", "shared_queue",
+                               STALE_LOAD_ROUTER]))
 def test_fast_path_matches_stepping_one_by_one_when_autoscaled(
         tmp_path: Path, arm, scaler, arrival, prompt_mean, output_mean, seed, router):
     """Scale events (starts, cold starts, drains, scaling to zero) change only where new
@@ -387,6 +395,69 @@ def test_fast_path_matches_stepping_one_by_one_when_autoscaled(
     assert isinstance(block, dict)
     # A draw whose load never moved the pool tests nothing new: count only those that did.
     assume(block["scale_ups"] + block["scale_downs"] >= 1)
+
+
+pool_scalers = st.builds(
+    lambda prefill, decode, interval, cold: {
+        "prefill": {**prefill, "interval_s": interval, "cold_start_s": cold,
+                    "scale_down_window_s": 0.5},
+        "decode": {**decode, "interval_s": interval, "cold_start_s": cold,
+                   "scale_down_window_s": 0.5}},
+    st.sampled_from([
+        {"min_replicas": 0, "initial_replicas": 0, "max_replicas": 2, "metric": "ttft",
+         "target": 0.05},
+        {"min_replicas": 1, "max_replicas": 3, "metric": "ttft", "target": 0.2},
+        {"min_replicas": 1, "max_replicas": 2, "metric": "outstanding", "target": 2.0}]),
+    st.sampled_from([
+        {"min_replicas": 1, "max_replicas": 3, "metric": "itl", "target": 0.008},
+        {"min_replicas": 1, "initial_replicas": 2, "max_replicas": 3,
+         "metric": "kv_utilization", "target": 0.05},
+        {"min_replicas": 1, "max_replicas": 2, "metric": "outstanding", "target": 4.0}]),
+    st.sampled_from([0.1, 0.3]), st.sampled_from([0.0, 0.25]),
+)
+scaled_disaggregated_arms = st.builds(
+    lambda scaler, link: {"name": "arm", "kind": "disaggregated", "autoscaler": scaler,
+                          "decode_max_num_seqs": 16, "kv_link": link},
+    pool_scalers,
+    st.sampled_from([{}, {"bandwidth_gb_s": 0.05, "latency_us": 10.0},
+                     {"bandwidth_gb_s": 5.0, "latency_us": 5000.0, "layerwise": True}]),
+)
+
+
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(arm={"name": "arm", "kind": "disaggregated", "decode_max_num_seqs": 16,
+              "kv_link": {"bandwidth_gb_s": 0.05, "latency_us": 10.0},
+              "autoscaler": {
+                  "prefill": {"min_replicas": 0, "initial_replicas": 0, "max_replicas": 2,
+                              "metric": "ttft", "target": 0.05, "interval_s": 0.1,
+                              "cold_start_s": 0.25, "scale_down_window_s": 0.5},
+                  "decode": {"min_replicas": 1, "max_replicas": 3, "metric": "itl",
+                             "target": 0.008, "interval_s": 0.1, "cold_start_s": 0.25,
+                             "scale_down_window_s": 0.5}}},
+         arrival={"kind": "gamma", "rate": 30.0, "cv": 3.0}, blocks=400, prompt_mean=300,
+         output_mean=120, seed=5, router=STALE_LOAD_ROUTER)
+@given(arm=scaled_disaggregated_arms, arrival=arrivals, blocks=st.sampled_from([None, 400]),
+       prompt_mean=st.integers(8, 600), output_mean=st.integers(2, 300),
+       seed=st.integers(0, 1000),
+       router=st.sampled_from(["least_outstanding", "shared_queue", STALE_LOAD_ROUTER]))
+def test_fast_path_matches_stepping_one_by_one_when_disaggregated_pools_scale(
+        tmp_path: Path, arm, arrival, blocks, prompt_mean, output_mean, seed, router):
+    """Each pool scales on its own signal: first tokens come at prefill steps' ends (never
+    stretched), the decode pool's seconds per token and KV use are read mid-stretch as stepping
+    one by one has them, and a drained decode replica's requests stay where they are
+    (docs/design.md §11): both paths take the same decisions at the same instants."""
+    exp = base_experiment(
+        seed=seed, max_model_len=2048, router=router, kv_cache={"num_blocks": blocks},
+        workload=_random_workload(arrival, prompt_mean, output_mean),
+        policies=[arm], output={"timeseries_bin_s": 0.5},
+    )
+    fast = _assert_paths_agree(tmp_path, exp)
+    block = fast.arms[0].metrics["autoscaler"]
+    assert isinstance(block, dict)
+    events = sum(block[role]["scale_ups"] + block[role]["scale_downs"]
+                 for role in ("prefill", "decode"))
+    assume(events >= 1)
 
 
 def test_fast_path_matches_stepping_one_by_one_with_slo_classes(tmp_path: Path):

@@ -8,45 +8,39 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from batchsim.calibration.end_to_end_report import (
-    DEV_DATA_PATH,
-    REPLAY_TABLE,
-    ReplayTableError,
-    write_replay_table,
-)
-from batchsim.calibration.fit import FitError, FitResult, fit_profile
-from batchsim.calibration.measure.forward import quick_model
-from batchsim.calibration.measure.kernel_breakdown import (
+from batchsim.apps.error_types import ClassNames, is_one_of
+from batchsim.apps.terminal import output_console, print_error
+from batchsim.calibration.dev_data import DEV_DATA_PATH
+from batchsim.calibration.measure.breakdown_defaults import (
     DEFAULT_DECODE_POINTS,
     DEFAULT_PREFILL_LENGTHS,
-    BreakdownOptions,
-    run_breakdown,
 )
-from batchsim.calibration.measure.run import MeasureError, MeasureOptions, default_device, measure
-from batchsim.calibration.moe_report import render_moe_before_after
-from batchsim.calibration.own_report import render_own_measurements
-from batchsim.calibration.report import render_fidelity, target_met
-from batchsim.calibration.samples import write_samples
-from batchsim.calibration.spec import load_gpu_spec
-from batchsim.calibration.tables import MeasurementError, load_measurements
-from batchsim.calibration.writer import write_profile
-from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
-from batchsim.gpu.model_spec import ModelError, load_model
+
+if TYPE_CHECKING:
+    from batchsim.calibration.fit import FitResult
+
+# Each command imports what it runs when it runs (pandas, scipy, torch): `batchsim --help`
+# builds this group too and must stay quick.
 
 calibrate_app = typer.Typer(
     help="Measure GPU operators, fit a hardware profile to them, report its error.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-_ERRORS = (MeasureError, MeasurementError, FitError, HardwareError, ModelError,
-           ReplayTableError)
+# Named, so that catching them imports nothing (apps/error_types.py).
+_ERRORS: ClassNames = (
+    ("batchsim.calibration.measure.run", "MeasureError"),
+    ("batchsim.calibration.tables", "MeasurementError"),
+    ("batchsim.calibration.fit", "FitError"),
+    ("batchsim.gpu.hardware", "HardwareError"),
+    ("batchsim.gpu.model_spec", "ModelError"),
+    ("batchsim.calibration.end_to_end_report", "ReplayTableError"),
+)
 # The held-out samples and our own measurements ship with the package (its measurements/).
 DEFAULT_SAMPLES = Path(str(files("batchsim.hardware_profiles").joinpath("measurements")))
 
@@ -55,8 +49,10 @@ DEFAULT_SAMPLES = Path(str(files("batchsim.hardware_profiles").joinpath("measure
 def _one_line_errors() -> Iterator[None]:
     try:
         yield
-    except _ERRORS as err:
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {err}", highlight=False)
+    except Exception as err:
+        if not is_one_of(err, _ERRORS):
+            raise
+        print_error(str(err))
         raise typer.Exit(2) from None
 
 
@@ -78,6 +74,9 @@ def measure_command(
     )] = False,
 ) -> None:
     """Time GEMMs, prefill and decode attention, a memory copy, all-reduce and whole steps."""
+    from batchsim.calibration.measure.run import MeasureOptions, default_device, measure
+    from batchsim.gpu.model_spec import load_model
+
     with _one_line_errors():
         options = MeasureOptions(
             device=device or default_device(), model=load_model(model), out=out, quick=quick,
@@ -114,6 +113,11 @@ def breakdown_command(
     warmup: Annotated[int, typer.Option(min=0, help="Unprofiled steps first.")] = 3,
 ) -> None:
     """Split whole forward steps' device time by kernel category (GEMM, attention, ...)."""
+    from batchsim.calibration.measure.forward import quick_model
+    from batchsim.calibration.measure.kernel_breakdown import BreakdownOptions, run_breakdown
+    from batchsim.calibration.measure.run import default_device
+    from batchsim.gpu.model_spec import load_model
+
     with _one_line_errors():
         options = BreakdownOptions(
             device=device or default_device(),
@@ -168,6 +172,13 @@ def fit_command(
     sample_rows: Annotated[int, typer.Option(min=1, help="Rows per sampled table.")] = 300,
 ) -> None:
     """Fit the roofline efficiencies to measurements; write the profile with its error."""
+    from batchsim.calibration.fit import fit_profile
+    from batchsim.calibration.samples import write_samples
+    from batchsim.calibration.spec import load_gpu_spec
+    from batchsim.calibration.tables import load_measurements
+    from batchsim.calibration.writer import write_profile
+    from batchsim.gpu.hardware import load_gpu_profile
+
     with _one_line_errors():
         spec = load_gpu_spec(gpu_spec)
         result = fit_profile(
@@ -198,6 +209,13 @@ def report_command(
              "shipped table.")] = None,
 ) -> None:
     """Render the fidelity report of the shipped profiles (and their plots under images/)."""
+    from batchsim.calibration.end_to_end_report import REPLAY_TABLE, write_replay_table
+    from batchsim.calibration.moe_report import render_moe_before_after
+    from batchsim.calibration.own_report import render_own_measurements
+    from batchsim.calibration.report import render_fidelity
+    from batchsim.calibration.tables import load_measurements
+    from batchsim.gpu.hardware import list_gpu_profiles, load_gpu_profile
+
     with _one_line_errors():
         if replay is not None:
             # The replay package loads the simulator's API: only when a table is derived.
@@ -226,7 +244,11 @@ def report_command(
 
 
 def _print_errors(result: FitResult) -> None:
-    table = Table(title=f"{result.gpu.name}: held-out error")
+    from rich.table import Table
+
+    from batchsim.calibration.report import target_met
+
+    table = Table(title=escape(f"{result.gpu.name}: held-out error"))
     for column in ("family", "train rows", "held-out rows", "median", "p90", "target met"):
         table.add_column(column)
     for family, fit in result.families.items():
@@ -236,7 +258,7 @@ def _print_errors(result: FitResult) -> None:
             f"{error.p90_ape:.1%}", target_met(result.gpu.name, family, error.median_ape,
                                                error.p90_ape),
         )
-    Console().print(table)
+    output_console().print(table)
 
 
 @calibrate_app.command("engine")
@@ -273,6 +295,5 @@ def engine_command(
         run_engine_fit_command(data, engine, backend, out, client, jobs=jobs,
                                serial_starts=starts)
     except (EngineFitError, ReplayError, EngineProfileError) as err:
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(err))}",
-                                                   highlight=False)
+        print_error(str(err))
         raise typer.Exit(2) from None

@@ -6,40 +6,25 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from batchsim.apps import api
 from batchsim.apps.calibrate_cli import calibrate_app
-from batchsim.apps.console import print_summary
-from batchsim.apps.executors import ExecutorError
-from batchsim.apps.replay.measured import ReplayError
-from batchsim.apps.report.results import ReportError
+from batchsim.apps.error_types import ClassNames, is_one_of
+from batchsim.apps.terminal import output_console, print_error, print_plain
 from batchsim.apps.version import installed_version
-from batchsim.calibration.summary import calibration_summary
-from batchsim.experiment.engine_profile import (
-    EngineProfileError,
-    list_engine_profiles,
-    load_engine_profile,
-)
-from batchsim.experiment.loader import ConfigError, dump_resolved, load_experiment
-from batchsim.experiment.output_folder import (
-    OutputFolderError,
-    hold_folder,
-    output_folder,
-)
-from batchsim.experiment.outputs import write_results
-from batchsim.experiment.policy_factory import ArmError
-from batchsim.experiment.preflight import check_before_run
-from batchsim.experiment.runner import ArmResult
-from batchsim.experiment.schema import Experiment
-from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
-from batchsim.gpu.memory import ModelDoesNotFitError
-from batchsim.gpu.model_spec import ModelError, library_model_names, load_model
-from batchsim.sim.engine import SimulationStalled
-from batchsim.workloads import WorkloadError
+
+if TYPE_CHECKING:
+    from batchsim.apps import api
+    from batchsim.experiment.runner import ArmResult
+    from batchsim.experiment.schema import Experiment
+    from batchsim.gpu.model_spec import ModelSpec
+
+# Each command imports the library it calls when it runs: `batchsim --help` and every
+# command's --help load only typer and rich, not pandas, scipy or the simulator.
 
 app = typer.Typer(
     help="Discrete-event simulator of LLM-serving batching policies.",
@@ -47,9 +32,21 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(calibrate_app, name="calibrate")
-_USER_ERRORS = (ConfigError, ArmError, EngineProfileError, HardwareError, ModelError,
-                ModelDoesNotFitError, WorkloadError, ReportError, ExecutorError, ReplayError,
-                OutputFolderError)
+# What a user can cause: one line and exit 2, never a traceback (apps/error_types.py: named,
+# so that catching them imports nothing).
+_USER_ERRORS: ClassNames = (
+    ("batchsim.experiment.loader", "ConfigError"),
+    ("batchsim.experiment.policy_factory", "ArmError"),
+    ("batchsim.experiment.engine_profile", "EngineProfileError"),
+    ("batchsim.gpu.hardware", "HardwareError"),
+    ("batchsim.gpu.model_spec", "ModelError"),
+    ("batchsim.gpu.memory", "ModelDoesNotFitError"),
+    ("batchsim.workloads.errors", "WorkloadError"),
+    ("batchsim.apps.report.results", "ReportError"),
+    ("batchsim.apps.executors", "ExecutorError"),
+    ("batchsim.apps.replay.measured", "ReplayError"),
+    ("batchsim.experiment.output_folder", "OutputFolderError"),
+)
 
 
 def _print_version(value: bool) -> None:
@@ -72,13 +69,13 @@ def _user_errors(source: Path | None) -> Iterator[None]:
     """Print a user error as one line and exit 2, never a traceback."""
     try:
         yield
-    except _USER_ERRORS as err:
+    except Exception as err:
+        if not is_one_of(err, _USER_ERRORS):
+            raise
         message = str(err)
         if source is not None and str(source) not in message:
             message = f"{source}: {message}"
-        Console(stderr=True, soft_wrap=True).print(
-            f"[bold red]error:[/] {message}", highlight=False, markup=True
-        )
+        print_error(message)
         raise typer.Exit(2) from None
 
 
@@ -95,9 +92,20 @@ def run(
     file: FileArg,
     out: OutOpt = None,
     set_: SetOpt = None,
+    trace: Annotated[bool, typer.Option(
+        "--trace", help="Write each arm's timeline, traces/<arm>.json (output.trace: true)."),
+    ] = False,
 ) -> None:
     """Simulate every policy arm of FILE on the same traffic and write the results."""
-    console = Console()
+    if trace:  # the last override, so it wins over a --set of the same key
+        set_ = [*(set_ or ()), "output.trace=true"]
+    from batchsim.apps.console import print_summary
+    from batchsim.experiment.loader import load_experiment
+    from batchsim.experiment.output_folder import hold_folder, output_folder
+    from batchsim.experiment.outputs import write_results
+    from batchsim.experiment.preflight import check_before_run
+
+    console = output_console()
     with _user_errors(file):
         exp, base_dir = load_experiment(file, set_ or ())
     if exp.sweep is not None or exp.replications > 1:
@@ -115,19 +123,21 @@ def run(
             # The report is drawn in the staging folder, so it arrives with the results.
             written = write_results(results.result, out_dir, finish=_draw_report)
     for path in written:
-        console.print(f"wrote {path}", highlight=False)
+        print_plain(console, f"wrote {path}")
     _print_report_written(out_dir, console)
 
 
 def _simulate(exp: Experiment, base_dir: Path, console: Console) -> api.Results:
-    console.print(f"running {exp.name} ({len(exp.policies)} arms)")
+    from batchsim.apps import api
+
+    print_plain(console, f"running {exp.name} ({len(exp.policies)} arms)")
     with console.status("starting") as status:
 
         def arm_done(arm: ArmResult) -> None:
-            console.print(f"  {arm.name}: simulated in {arm.wall_s:.1f} s wall", highlight=False)
+            print_plain(console, f"  {arm.name}: simulated in {arm.wall_s:.1f} s wall")
 
         def progress(arm_name: str, now: float) -> None:
-            status.update(f"{arm_name}: simulated {now:,.0f} s")
+            status.update(escape(f"{arm_name}: simulated {now:,.0f} s"))
 
         return api.run(exp, base_dir=base_dir, on_arm_done=arm_done, on_progress=progress)
 
@@ -141,8 +151,8 @@ def _draw_report(results_dir: Path) -> Path:
 def _print_report_written(results_dir: Path, console: Console) -> None:
     from batchsim.apps.report.build import PLOTS_DIR, REPORT_FILE
 
-    console.print(f"wrote {results_dir / REPORT_FILE} (and its PNGs in "
-                  f"{results_dir / PLOTS_DIR})", highlight=False)
+    print_plain(console, f"wrote {results_dir / REPORT_FILE} (and its PNGs in "
+                         f"{results_dir / PLOTS_DIR})")
 
 
 @app.command()
@@ -153,7 +163,7 @@ def report(
     """Rebuild RESULTS_DIR/report.html and its plots from the files there, without simulating."""
     from batchsim.apps.report.rebuild import rebuild_report  # matplotlib only when drawing
 
-    console = Console()
+    console = output_console()
     with _user_errors(results_dir):
         rebuild_report(results_dir)  # under the folder's lock, moved in whole
     _print_report_written(results_dir, console)
@@ -250,11 +260,19 @@ def replay(
 @app.command()
 def validate(file: FileArg, set_: SetOpt = None) -> None:
     """Check FILE (and the model and hardware it names) and print the resolved config."""
+    from batchsim.experiment.loader import dump_resolved, load_experiment
+    from batchsim.experiment.output_folder import output_folder
+    from batchsim.experiment.preflight import check_before_run
+
     with _user_errors(file):
         exp, base_dir = load_experiment(file, set_ or ())
         check_before_run(exp, base_dir)
         if exp.sweep is not None or exp.replications > 1:
             _check_sweep_points(file, list(set_ or []), exp)
+        if exp.plan is not None:  # what `plan` would refuse before its first run
+            from batchsim.apps.plan.checks import check_plan
+
+            check_plan(file, list(set_ or []), exp)
         output_folder(None, exp)  # `run` checks it too, before simulating
     typer.echo(dump_resolved(exp), nl=False)
 
@@ -270,6 +288,9 @@ def _check_sweep_points(file: Path, overrides: list[str], exp: Experiment) -> No
 @app.command()
 def profiles() -> None:
     """List the shipped GPU hardware profiles, their calibration and held-out error."""
+    from batchsim.calibration.summary import calibration_summary
+    from batchsim.gpu.hardware import list_gpu_profiles, load_gpu_profile
+
     for name in list_gpu_profiles():
         gpu = load_gpu_profile(name)
         typer.echo(f"{name:16s} {gpu.memory_bytes / 1e9:6.1f} GB  {calibration_summary(gpu)}")
@@ -278,6 +299,8 @@ def profiles() -> None:
 @app.command()
 def engines() -> None:
     """List the shipped serving-engine profiles (the experiment key `engine`)."""
+    from batchsim.experiment.engine_profile import list_engine_profiles, load_engine_profile
+
     for name in list_engine_profiles():
         typer.echo(f"{name:8s} {load_engine_profile(name).describe()}")
 
@@ -285,19 +308,40 @@ def engines() -> None:
 @app.command()
 def models() -> None:
     """List the model library."""
+    from batchsim.gpu.model_spec import library_model_names, load_model
+
     for name in library_model_names():
         spec = load_model(name)
         active = spec.active_params()
         kind = "dense" if spec.moe is None else f"MoE, {active / 1e9:.1f} B active"
         attention = "; MLA" if spec.mla is not None else ""
+        if spec.layer_kinds is not None:
+            attention += f"; layers {spec.layer_kinds.describe()}"
         typer.echo(f"{name:16s} {spec.num_params / 1e9:6.1f} B params ({kind}{attention})  "
-                   f"KV {spec.kv_bytes_per_token(2) / 1024:.0f} KiB/token (bf16)  "
+                   f"KV {spec.kv_bytes_per_token(2) / 1024:.0f} KiB/token (bf16)"
+                   f"{_bounded_cache(spec)}  "
                    f"max_position_embeddings {spec.max_position_embeddings}")
+
+
+def _bounded_cache(spec: ModelSpec) -> str:
+    """A hybrid model's cache that stops growing: its window's KV and its state."""
+    kinds = spec.layer_kinds
+    if kinds is None:
+        return ""
+    parts = []
+    if kinds.sliding:
+        parts.append(f" + {spec.windowed_kv_bytes_per_token(2) / 1024:.0f} KiB/token up to "
+                     f"{kinds.window} tokens")
+    if kinds.linear:
+        parts.append(f" + {spec.state_bytes_per_sequence() / 2**20:.1f} MiB state/sequence")
+    return "".join(parts)
 
 
 def main() -> None:  # pragma: no cover - console-script entry
     try:
         app()
-    except SimulationStalled as err:
-        Console(stderr=True).print(f"[bold red]internal error:[/] {err}")
+    except Exception as err:
+        if not is_one_of(err, (("batchsim.sim.engine", "SimulationStalled"),)):
+            raise
+        print_error(str(err), label="internal error")
         raise SystemExit(3) from None

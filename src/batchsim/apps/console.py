@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from batchsim.apps.gpu_note import gpus_per_arm_note
+from batchsim.experiment.deployment_size import gpus_per_replica
 from batchsim.experiment.runner import ExperimentResult
 
 
@@ -91,15 +93,23 @@ def _preempted_and_shed(tenant: dict[str, object]) -> str:
     return f"{_num(tenant.get('preemptions'), ',')} / {_num(shed, ',')}"
 
 
+def _replica_span(scaler: dict[str, object]) -> str:
+    return f"{scaler['serving_min']} / {scaler['active_mean']:.2f} / {scaler['serving_max']}"
+
+
 def _autoscaler_rows(m: dict[str, object]) -> list[tuple[str, str]]:
     """Replicas over the window and GPU-hours (docs/how-to/autoscaling.md); a fixed arm's
     replicas serve throughout."""
     scaler, cost, layout = m.get("autoscaler"), m.get("cost"), m.get("deployment")
-    if isinstance(scaler, dict):
-        replicas = (f"{scaler['serving_min']} / {scaler['active_mean']:.2f} / "
-                    f"{scaler['serving_max']}")
+    if isinstance(scaler, dict) and "prefill" in scaler:  # a disaggregated arm's two pools
+        replicas = " · ".join(f"{role[0].upper()} {_replica_span(scaler[role])}"
+                              for role in ("prefill", "decode"))
+    elif isinstance(scaler, dict):
+        replicas = _replica_span(scaler)
     elif isinstance(layout, dict):
         replicas = f"{layout['replicas']} fixed"
+    elif isinstance(pools := m.get("pools"), dict):  # a fixed disaggregated arm
+        replicas = f"P {pools['prefill']['replicas']} · D {pools['decode']['replicas']} fixed"
     else:
         replicas = "-"
     hours = cost.get("gpu_hours") if isinstance(cost, dict) else None
@@ -149,12 +159,23 @@ def _prefix_rows(m: dict[str, object]) -> list[tuple[str, str]]:
     return [("prefix hit tokens / blocks", " / ".join(text))]
 
 
+def _caption(result: ExperimentResult) -> str:
+    """The memory plan the simulation used, and each arm's GPUs where that is more."""
+    note = gpus_per_arm_note(gpus_per_replica(result.experiment),
+                             [(arm.name, arm.metrics.get("gpus")) for arm in result.arms])
+    return result.deployment.describe_memory() + ("" if note is None else f"\n{note}")
+
+
 def comparison_table(result: ExperimentResult) -> Table:
-    """Metrics down the side, one column per arm (fits a narrow terminal)."""
-    table = Table(title=result.experiment.name, caption=result.deployment.memory.describe())
+    """Metrics down the side, one column per arm (fits a narrow terminal).
+
+    Names and labels come from the user (arm, tenant and experiment names): escaped, so that
+    brackets in them are printed, not read as markup.
+    """
+    table = Table(title=escape(result.experiment.name), caption=escape(_caption(result)))
     table.add_column("metric")
     for arm in result.arms:
-        table.add_column(arm.name, justify="right")
+        table.add_column(escape(arm.name), justify="right")
     transfers = any("kv_transfer_s" in arm.metrics for arm in result.arms)
     layouts = transfers or len({str(arm.metrics.get("deployment")) for arm in result.arms}) > 1
     caching = any("prefix_cache" in arm.metrics for arm in result.arms)
@@ -164,16 +185,15 @@ def comparison_table(result: ExperimentResult) -> Table:
                + (_prefix_rows(arm.metrics) if caching else [])
                + (_autoscaler_rows(arm.metrics) if scaling else []) for arm in result.arms]
     for i, (label, _) in enumerate(per_arm[0] if per_arm else []):
-        table.add_row(label, *(rows[i][1] for rows in per_arm))
+        table.add_row(escape(label), *(escape(rows[i][1]) for rows in per_arm))
     return table
 
 
 def print_summary(result: ExperimentResult, console: Console) -> None:
     console.print(comparison_table(result))
     if not result.deployment.gpu.efficiency.calibrated:
-        console.print(
-            f"[yellow]note:[/] {result.deployment.gpu.name} uses uncalibrated efficiency priors"
-        )
+        console.print(f"[yellow]note:[/] {escape(result.deployment.gpu.name)} uses "
+                      "uncalibrated efficiency priors", highlight=False)
     for note in result.traffic.notes:  # e.g. trace rows dropped: never silently
         console.print("[yellow]note:[/] " + escape(note), highlight=False)
     if result.traffic.clipped.count:

@@ -16,13 +16,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from batchsim.calibration.dev_data import DEV_DATA, DEV_DATA_PATH
 from batchsim.calibration.ttft_decomposition import SIDES, decompose, render_decomposition
 
 REPLAY_TABLE = Path(str(files("batchsim.hardware_profiles"))) / "measurements" / "replay-dev.csv"
 """The committed per-case table of the development replay."""
-DEV_DATA = "serving_benchmarks_dev.csv"
-"""The development slice of the public benchmarks: the only data the table may come from."""
-DEV_DATA_PATH = f"../shared/data/serving/{DEV_DATA}"
 
 COUNT_COLUMNS = ("tensor_parallel", "prompt_tokens", "output_tokens", "concurrency")
 TIME_COLUMNS = ("measured_ttft_s", "simulated_ttft_s", "measured_tpot_s", "simulated_tpot_s")

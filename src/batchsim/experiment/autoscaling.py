@@ -9,7 +9,14 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from batchsim.experiment.schema import Arm, AutoscalerConfig, DisaggregatedArm, Experiment
+from batchsim.experiment.schema import (
+    Arm,
+    AutoscalerConfig,
+    DecodeScalerConfig,
+    DisaggregatedArm,
+    Experiment,
+    PrefillScalerConfig,
+)
 from batchsim.metrics.autoscaling import STATES, active, autoscaler_metrics, bin_means, integral
 from batchsim.metrics.energy import ReplicaGroup
 from batchsim.sim.autoscaler import AutoscalerSettings
@@ -22,7 +29,10 @@ def autoscaler_of(arm: Arm) -> AutoscalerConfig | None:
     return None if isinstance(arm, DisaggregatedArm) else arm.autoscaler
 
 
-def autoscaler_settings(config: AutoscalerConfig | None) -> AutoscalerSettings | None:
+def autoscaler_settings(
+    config: AutoscalerConfig | PrefillScalerConfig | DecodeScalerConfig | None,
+) -> AutoscalerSettings | None:
+    """The kernel's settings of a colocated arm's autoscaler or of one disaggregated pool's."""
     if config is None:
         return None
     return AutoscalerSettings(
@@ -33,7 +43,9 @@ def autoscaler_settings(config: AutoscalerConfig | None) -> AutoscalerSettings |
 
 
 def any_autoscaled(exp: Experiment) -> bool:
-    return any(autoscaler_of(arm) is not None for arm in exp.policies)
+    """An arm of `exp`, colocated or disaggregated, has an autoscaler: every arm's time series
+    then has the replica columns, so that the arms compare."""
+    return any(arm.autoscaler is not None for arm in exp.policies)
 
 
 def timeline_of(simulation: Simulation) -> ScaleTimeline | None:

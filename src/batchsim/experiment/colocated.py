@@ -70,7 +70,8 @@ def build_colocated(exp: Experiment, arm_exp: Experiment, arm: Arm, index: int,
         build_policy(arm, index, num_blocks=num_blocks, block_size=exp.kv_cache.block_size,
                      swap_blocks=deployment.swap_blocks, max_model_len=max_model_len,
                      prefix_caching=exp.kv_cache.prefix_caching, kv_cache=exp.kv_cache,
-                     speculation=speculations[replica] if speculations else None)
+                     speculation=speculations[replica] if speculations else None,
+                     sequence_blocks=deployment.memory.sequence_blocks)
         for replica in range(arm_exp.replicas)
     ]
     shared_queue = exp.router == "shared_queue"

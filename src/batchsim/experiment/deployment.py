@@ -13,6 +13,7 @@ from batchsim.experiment.engine_profile import (
     EngineProfileError,
     load_engine_profile,
 )
+from batchsim.experiment.hybrid_checks import check_hybrid_arms
 from batchsim.experiment.schema import Experiment
 from batchsim.gpu.cost_model import RooflineCostModel
 from batchsim.gpu.hardware import GpuProfile, HardwareError, load_gpu_profile
@@ -37,6 +38,11 @@ class Deployment:
     cost_model: RooflineCostModel | PipelineCostModel
     engine: EngineProfile
 
+    def describe_memory(self) -> str:
+        """The memory plan with the KV pool the simulation used (a set `kv_cache.num_blocks`
+        in place of what memory leaves)."""
+        return self.memory.describe(kv_blocks=self.num_blocks)
+
 
 def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
     """Load the model and GPU, plan memory, build the cost model; errors name their key."""
@@ -49,6 +55,7 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
     with keyed_error("pipeline_parallel", ModelError):
         check_pipeline_parallel(model, exp.pipeline_parallel)
     _check_layout(exp, model)
+    check_hybrid_arms(exp, model)
     with keyed_error("tensor_parallel", ModelError, ModelDoesNotFitError):
         memory = plan_memory(
             model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,
@@ -115,5 +122,6 @@ def deployment_summary(exp: Experiment, deployment: Deployment) -> dict[str, obj
         "pipeline_parallel": exp.pipeline_parallel, "expert_parallel": exp.expert_parallel,
         "data_parallel_attention": exp.data_parallel_attention, "replicas": exp.replicas,
         "kv_tokens_per_replica": deployment.num_blocks * exp.kv_cache.block_size,
-        "weights_bytes_per_gpu": memory.weights_bytes_per_gpu, "memory": memory.describe(),
+        "weights_bytes_per_gpu": memory.weights_bytes_per_gpu,
+        "memory": deployment.describe_memory(),
     }

@@ -14,6 +14,7 @@ import pandas as pd
 
 from batchsim.experiment.engine_profile import EngineProfile
 from batchsim.experiment.policy_factory import ArmError
+from batchsim.experiment.pool_scaling import pool_scalers, pool_slots
 from batchsim.experiment.routing import build_router
 from batchsim.experiment.schema import DisaggregatedArm, Experiment
 from batchsim.experiment.traffic import BuiltTraffic
@@ -47,7 +48,8 @@ class Pool:
     def describe(self) -> dict[str, object]:
         return {"replicas": self.replicas, "tensor_parallel": self.tensor_parallel,
                 "gpus": self.replicas * self.tensor_parallel, "hardware": self.gpu.name,
-                "kv_blocks_per_replica": self.num_blocks, "memory": self.memory.describe()}
+                "kv_blocks_per_replica": self.num_blocks,
+                "memory": self.memory.describe(kv_blocks=self.num_blocks)}
 
 
 def resolve_pool(exp: Experiment, arm: DisaggregatedArm, index: int, role: str,
@@ -67,7 +69,7 @@ def resolve_pool(exp: Experiment, arm: DisaggregatedArm, index: int, role: str,
                              block_size=exp.kv_cache.block_size)
     cost = RooflineCostModel(model, gpu, tensor_parallel=tp, weight_dtype=exp.dtype.weights,
                              kv_dtype=exp.dtype.kv_cache)
-    return Pool(role, getattr(arm, f"{role}_replicas"), tp, gpu, memory,
+    return Pool(role, pool_slots(arm, role), tp, gpu, memory,
                 exp.kv_cache.num_blocks or memory.num_blocks,
                 int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes), cost)
 
@@ -161,6 +163,7 @@ def build_disaggregated(
     prefill = resolve_pool(exp, arm, index, "prefill", model, base_dir, engine)
     decode = resolve_pool(exp, arm, index, "decode", model, base_dir, engine)
     shared_queue = exp.router == "shared_queue"
+    prefill_scaler, decode_scaler = pool_scalers(arm)
     simulation = DisaggregatedSimulation(
         [prefill_policy(arm, prefill, max_model_len) for _ in range(prefill.replicas)],
         [decode_policy(arm, decode, max_model_len) for _ in range(decode.replicas)],
@@ -169,5 +172,6 @@ def build_disaggregated(
         router=build_router(exp.router, prefill.cost_model), shared_queue=shared_queue,
         max_model_len=max_model_len, fast_path=exp.simulation.fast_path, on_progress=on_progress,
         frontend=engine.frontend(prefill.replicas),  # the client talks to the prefill pool
+        prefill_scaler=prefill_scaler, decode_scaler=decode_scaler,
     )
     return DisaggregatedRun(simulation, prefill, decode)

@@ -61,7 +61,7 @@ def summary_document(result: ExperimentResult) -> dict[str, object]:
             "kv_tokens_per_replica": d.num_blocks * result.experiment.kv_cache.block_size,
             "kv_bytes_per_token_per_gpu": d.memory.kv_bytes_per_token_per_gpu,
             "weights_bytes_per_gpu": d.memory.weights_bytes_per_gpu,
-            "memory": d.memory.describe(),
+            "memory": d.describe_memory(),
             "traffic": result.traffic.source,
         },
         "rows": [{"arm": arm.name, "point": {}, "metrics": arm.metrics} for arm in result.arms],
@@ -96,7 +96,8 @@ def write_results(result: ExperimentResult, out_dir: Path,
         write_result_files(result, staging)
         if finish is not None:
             finish(staging)
-    return [out_dir / name for name in RESULT_FILES]
+    traces = [trace_path(out_dir, arm.name) for arm in result.arms if arm.trace is not None]
+    return [*traces, *(out_dir / name for name in RESULT_FILES)]
 
 
 def write_result_files(result: ExperimentResult, folder: Path) -> None:
@@ -107,6 +108,27 @@ def write_result_files(result: ExperimentResult, folder: Path) -> None:
     with naming(timeseries):
         stack_arms([(a.name, a.timeseries) for a in result.arms]).to_parquet(timeseries,
                                                                               index=False)
+    write_traces(result, folder)
     text = json.dumps(json_safe(summary_document(result)), indent=2, allow_nan=False)
     with naming(summary):  # a full disk shows at write or close, which name no file
         summary.write_text(text + "\n", encoding="utf-8")
+
+
+TRACE_FOLDER = "traces"
+
+
+def trace_path(folder: Path, arm: str) -> Path:
+    """Where an arm's timeline goes (`output.trace`): `traces/<arm>.json`."""
+    return folder / TRACE_FOLDER / f"{arm}.json"
+
+
+def write_traces(result: ExperimentResult, folder: Path) -> None:
+    """Each arm's timeline, for the arms that kept one: compact JSON (it can be large)."""
+    for arm in result.arms:
+        if arm.trace is None:
+            continue
+        path = trace_path(folder, arm.name)
+        with naming(path):
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(json.dumps(json_safe(arm.trace), separators=(",", ":"),
+                                       allow_nan=False) + "\n", encoding="utf-8")

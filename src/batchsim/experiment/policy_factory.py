@@ -35,6 +35,7 @@ from batchsim.policies.speculative import Speculation
 from batchsim.policies.static import StaticBatching
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
 from batchsim.sim.kv_contiguous import ContiguousKVPool
+from batchsim.sim.kv_hybrid import HybridKVBlockPool
 from batchsim.sim.policy_protocol import BatchingPolicy
 
 
@@ -145,13 +146,17 @@ POLICY_BUILDERS: dict[str, Callable[[Any, ReplicaResources], BatchingPolicy]] = 
 
 def build_pool(arm: Arm, num_blocks: int, block_size: int, max_model_len: int, *,
                prefix_caching: bool = False, kv_cache: KVCacheConfig | None = None,
-               ) -> KVBlockPool:
+               sequence_blocks: int = 0) -> KVBlockPool:
     """A replica's KV pool: paged, or contiguous where the arm or `kv_cache.allocation` asks
-    (the schema refused the combinations contiguous cannot run, schema/kv_allocation.py)."""
+    (the schema refused the combinations contiguous cannot run, schema/kv_allocation.py).
+    `sequence_blocks` > 0 (a hybrid model's bounded window and state blocks): a paged pool
+    that gives each sequence that many more (the deployment refused the rest)."""
     config = kv_cache or KVCacheConfig()
     if arm_kv_allocation(arm, config) == "contiguous":
         return ContiguousKVPool(num_blocks, block_size, reserve=config.contiguous_reserve,
                                 max_model_len=max_model_len)
+    if sequence_blocks:
+        return HybridKVBlockPool(num_blocks, block_size, sequence_blocks=sequence_blocks)
     return KVBlockPool(num_blocks, block_size,
                        prefix_caching=arm_prefix_caching(arm, prefix_caching))
 
@@ -159,10 +164,12 @@ def build_pool(arm: Arm, num_blocks: int, block_size: int, max_model_len: int, *
 def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
                  swap_blocks: int, max_model_len: int,
                  prefix_caching: bool = False, kv_cache: KVCacheConfig | None = None,
-                 speculation: Speculation | None = None) -> BatchingPolicy:
+                 speculation: Speculation | None = None,
+                 sequence_blocks: int = 0) -> BatchingPolicy:
     """`kv_cache`: its allocation keys (null: paged); `block_size` and `prefix_caching` are
     given apart, as tests build pools without a whole config."""
     pool = build_pool(arm, num_blocks, block_size, max_model_len,
-                      prefix_caching=prefix_caching, kv_cache=kv_cache)
+                      prefix_caching=prefix_caching, kv_cache=kv_cache,
+                      sequence_blocks=sequence_blocks)
     resources = ReplicaResources(pool, swap_blocks, max_model_len, index, speculation)
     return POLICY_BUILDERS[arm.kind](arm, resources)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -14,6 +15,7 @@ from batchsim.experiment.arm_energy import (
     colocated_groups,
     disaggregated_groups,
 )
+from batchsim.experiment.arm_trace import arm_timeline, keep_trace
 from batchsim.experiment.autoscaling import (
     add_autoscaler_metrics,
     any_autoscaled,
@@ -31,13 +33,20 @@ from batchsim.experiment.deployment import (
 )
 from batchsim.experiment.deployment_size import arm_experiment, colocated_gpus, gpus_per_replica
 from batchsim.experiment.disaggregation import build_disaggregated
-from batchsim.experiment.fairness import arm_fairness
+from batchsim.experiment.fairness import arm_fairness, tenant_infos
 from batchsim.experiment.input_digest import inputs_digest
 from batchsim.experiment.policy_factory import arm_prefix_caching
+from batchsim.experiment.pool_scaling import (
+    add_pool_scaler_metrics,
+    paid_pool_groups,
+    pool_timelines,
+    with_pool_replica_columns,
+)
 from batchsim.experiment.schema import DisaggregatedArm, Experiment
 from batchsim.experiment.speculative_setup import SpeculativeSetupError
 from batchsim.experiment.traffic import BuiltTraffic, build_traffic
 from batchsim.gpu.model_spec import ModelError
+from batchsim.metrics.bench_compat import restate_goodput
 from batchsim.metrics.fairness import add_slowdown
 from batchsim.metrics.padding import padding_fraction
 from batchsim.metrics.prefix import add_cached_tokens, prefix_cache_metrics
@@ -58,6 +67,8 @@ class ArmResult:
     wall_s: float  # not written to the outputs: they must not depend on the machine
     # Every inter-token gap, kept only when asked for (it grows with the steps simulated).
     token_gaps: ITLLog | None = None
+    # The arm's timeline (Chrome trace JSON) when `output.trace` asks for one.
+    trace: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -111,6 +122,7 @@ def run_experiment(
             simulation = colocated.simulation
         simulation.record.measure(Measurement(exp.warmup_s, exp.cooldown_s,
                                               exp.output.timeseries_bin_s))
+        keep_trace(exp.output, simulation)
         record = simulation.run()
         requests = add_slowdown(requests_table(record.requests, record.itl),
                                 arm_deployment.cost_model)
@@ -139,26 +151,43 @@ def run_experiment(
         if disaggregated is not None:  # transfer columns and metrics, per-pool use
             requests = disaggregated.add_outputs(requests, metrics, exp)
         metrics.update(arm_fairness(exp, requests, metrics))
+        if exp.workload.tenants is not None:  # goodput against each tenant's SLO now
+            restate_goodput(metrics, any(info.slo.as_dict() for info in tenant_infos(exp)))
         groups = (disaggregated_groups(exp, arm, disaggregated)
                   if isinstance(arm, DisaggregatedArm) and disaggregated is not None
                   else colocated_groups(arm_exp, arm_deployment.gpu))
         window = metrics["window_s"]
         assert isinstance(window, float)
         timeline, autoscaler = timeline_of(simulation), autoscaler_of(arm)
-        if timeline is not None:  # paid for the replicas the pool ran, cold starts included
+        if timeline is not None and disaggregated is None:  # paid for the replicas the pool
+            # ran, cold starts included
             groups = paid_groups(groups, timeline, exp.warmup_s, exp.warmup_s + window)
+        timelines = None if disaggregated is None else pool_timelines(disaggregated.simulation)
+        if timelines is not None:  # each pool paid for what it ran
+            groups = paid_pool_groups(groups, timelines, exp.warmup_s, exp.warmup_s + window)
         metrics.update(arm_energy_and_cost(exp, requests, record, groups, window))
         end = float(requests["finish_s"].max()) if len(requests) else 0.0
         timeseries = bin_timeseries(record, end)
         if colocated is not None and any_autoscaled(exp):
             timeseries = with_replica_columns(timeseries, timeline, arm_exp.replicas)
+        if disaggregated is not None and any_autoscaled(exp):
+            timeseries = with_pool_replica_columns(
+                timeseries, timelines,
+                {p.role: p.replicas for p in (disaggregated.prefill, disaggregated.decode)})
+        if disaggregated is not None and timelines is not None \
+                and isinstance(arm, DisaggregatedArm):
+            add_pool_scaler_metrics(
+                metrics, arm, timelines, record, requests, exp, end=exp.warmup_s + window,
+                run_end=end, tensor_parallel={p.role: p.tensor_parallel for p in
+                                              (disaggregated.prefill, disaggregated.decode)})
         if timeline is not None and autoscaler is not None:
             add_autoscaler_metrics(metrics, timeline, autoscaler, record, start=exp.warmup_s,
                                    end=exp.warmup_s + window, run_end=end,
                                    gpus_per_replica=gpus_per_replica(arm_exp))
         arm_result = ArmResult(arm.name, requests, timeseries, metrics,
                                time.perf_counter() - started,
-                               record.itl if keep_token_gaps else None)
+                               record.itl if keep_token_gaps else None,
+                               arm_timeline(simulation, requests, arm.name))
         result.arms.append(arm_result)
         if on_arm_done is not None:
             on_arm_done(arm_result)

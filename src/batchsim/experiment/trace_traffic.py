@@ -59,7 +59,9 @@ def replay_trace(arrivals: TraceArrivals, base_dir: Path,
         scaled = wl.apply_time_scale(trace.arrival_s, arrivals.time_scale)
         trace = transforms.select(trace, np.arange(len(trace)), scaled)
         steps.append(f"time_scale {arrivals.time_scale:g}")
-    return ReplayedTrace(trace, f"trace {trace.source} ({'; '.join(steps)})")
+    # The file's name, not its path: where the package or the user's file sits on this machine
+    # is no part of the results (same input, same bytes anywhere).
+    return ReplayedTrace(trace, f"trace {path.name} ({'; '.join(steps)})")
 
 
 def _check_shipped_format(arrivals: TraceArrivals) -> None:

@@ -20,6 +20,7 @@ from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 
+from batchsim.gpu.attention_layers import STATE_ELEMENT_BYTES
 from batchsim.gpu.dtypes import (
     ACTIVATION_BYTES,
     bytes_per_element,
@@ -28,6 +29,7 @@ from batchsim.gpu.dtypes import (
 )
 from batchsim.gpu.gemm_group import GemmGroup
 from batchsim.gpu.hardware import GpuProfile
+from batchsim.gpu.hybrid_cost import HybridAttentionCost
 from batchsim.gpu.model_spec import ModelSpec
 from batchsim.gpu.moe_cost import LayerStackCost, attention_shape
 from batchsim.gpu.moe_layout import Parallelism, check_parallelism, kv_bytes_per_token_per_gpu
@@ -85,6 +87,7 @@ class RooflineCostModel:
         "_decode_terms_cache",
         "_efficiency",
         "_head_dim",
+        "_hybrid",
         "_kv_element_bytes",
         "_kv_heads",
         "_layer_cache",
@@ -134,7 +137,8 @@ class RooflineCostModel:
         mlp_width = math.ceil(model.intermediate_size / tp)
         # MoE and MLA layers, and data-parallel attention, are priced by batchsim.gpu.moe_cost.
         self._layer_stack = None
-        if model.moe is not None or model.mla is not None or data_parallel_attention:
+        if (model.moe is not None or model.mla is not None or data_parallel_attention
+                or model.num_linear_layers):
             self._layer_stack = LayerStackCost(model, gpu, layout, weight_dtype=weight_dtype,
                                                imbalance=moe_imbalance)
 
@@ -170,7 +174,9 @@ class RooflineCostModel:
         self._attention_launch_s = eff.attention_launch_s
         self._attention_peak_flops = gpu.peak_flops.bf16
         self._memory_bw = gpu.memory_bandwidth_bytes_per_s
-        self._layers = float(layers)
+        # Full-attention layers; a hybrid model's others are priced by gpu/hybrid_cost.py.
+        self._layers = float(model.num_full_attention_layers)
+        self._hybrid = _hybrid_cost(model, gpu, layout) if model.is_hybrid else None
         shape = self._attention_shape = attention_shape(model, layout)
         self._q_heads = shape.prefill_q_heads
         self._kv_heads = shape.prefill_kv_heads
@@ -219,6 +225,9 @@ class RooflineCostModel:
             attention_s = self._verify_attention_s(new_tokens, context_tokens, verifying)
         else:
             attention_s = self._attention_s(new_tokens, context_tokens, total_new, num_seqs)
+        if self._hybrid is not None:
+            attention_s += self._hybrid_attention_s(new_tokens.tolist(),
+                                                    context_tokens.tolist())
         return StepCost(
             seconds=linear_s + attention_s + communication_s + overhead_s,
             linear_s=linear_s,
@@ -235,7 +244,8 @@ class RooflineCostModel:
         decodes) this way, without building arrays or a `StepCost`. A large batch, or one
         whose shape the list path does not cover, goes through `step_time`."""
         num_seqs = len(new_tokens)
-        if num_seqs > _PYTHON_SUMS_MAX_SEQS or len(context_tokens) != num_seqs:
+        if (num_seqs > _PYTHON_SUMS_MAX_SEQS or len(context_tokens) != num_seqs
+                or self._hybrid is not None):
             return self._step_time_of_lists(new_tokens, context_tokens, num_emitting)
         total_new = sum(new_tokens)
         sums = _prefill_sums_of_lists(new_tokens, context_tokens)
@@ -370,6 +380,9 @@ class RooflineCostModel:
             total_s *= self._layers
         else:
             total_s = self._decode_attention_s(kv_tokens.astype(np.float64), num_seqs)
+        if self._hybrid is not None:  # as `step_time` adds it to the full layers' attention
+            total_s += self._hybrid.decode_steps_s(context_tokens.tolist(), num_steps,
+                                                   self._decode_per_layer_s)
         total_s += linear_s  # linear + attention
         if communication_s:  # x + 0.0 is x: skipped without tensor parallelism
             total_s += communication_s
@@ -391,7 +404,7 @@ class RooflineCostModel:
         """
         num_seqs = len(new_tokens)
         share, terms = self._decode_terms(num_seqs)
-        if share != 1.0 or self._decode_flops_per_kv_token:
+        if share != 1.0 or self._decode_flops_per_kv_token or self._hybrid is not None:
             return self._decode_step_array(new_tokens, context_tokens, num_emitting, num_steps)
         if num_steps > _PYTHON_DECODE_MAX_STEPS:
             if within_s == math.inf:
@@ -422,6 +435,26 @@ class RooflineCostModel:
         return self.decode_step_seconds(np.array(new_tokens, dtype=np.int64),
                                         np.array(context_tokens, dtype=np.int64),
                                         num_emitting, num_steps).tolist()
+
+    def _hybrid_attention_s(self, new_tokens: list[int], context_tokens: list[int]) -> float:
+        """A hybrid model's sliding-window and linear layers in one step."""
+        assert self._hybrid is not None
+        num_seqs = len(new_tokens)
+
+        def prefill_per_layer(new: float, context: float, new_times_context: float,
+                              new_squared: float) -> float:
+            flops, head_tokens, traffic = prefill_attention_shape(
+                new, context, new_times_context, new_squared, q_heads=self._q_heads,
+                kv_heads=self._kv_heads, head_dim=self._head_dim,
+                kv_bytes=self._kv_element_bytes)
+            share = self._attention_shape.local_share(num_seqs)
+            return prefill_attention_variable_seconds(
+                flops * share, head_tokens * share, traffic * share,
+                peak_flops=self._attention_peak_flops, memory_bw=self._memory_bw,
+                eff=self._efficiency)
+
+        return self._hybrid.step_s(new_tokens, context_tokens, self._decode_per_layer_s,
+                                   prefill_per_layer)
 
     def _decode_attention_s(self, kv_tokens: _FloatOrArray, num_seqs: int) -> _FloatOrArray:
         """Decode attention of `num_seqs` sequences reading `kv_tokens` cached tokens in all
@@ -510,6 +543,23 @@ class RooflineCostModel:
             self._lm_head_cache.clear()
         self._lm_head_cache[num_emitting] = lm_head_s
         return lm_head_s
+
+
+def _hybrid_cost(model: ModelSpec, gpu: GpuProfile, layout: Parallelism) -> HybridAttentionCost:
+    """The hybrid layers' constants on one GPU: linear layers' heads split like attention's
+    (whole sequences per rank under data-parallel attention, which `local_share` prices)."""
+    kinds = model.layer_kinds
+    assert kinds is not None
+    spec = kinds.linear_spec
+    split = 1 if layout.data_parallel_attention else layout.attention_split
+    state = 0.0 if spec is None else spec.state_elements() * STATE_ELEMENT_BYTES / split
+    flops = 0.0 if spec is None else spec.flops_per_token() / split
+    return HybridAttentionCost(
+        sliding_layers=float(kinds.sliding), window=kinds.window,
+        linear_layers=float(kinds.linear), state_bytes_per_layer=state,
+        linear_flops_per_token=flops, launch_s=gpu.efficiency.attention_launch_s,
+        memory_bw=gpu.memory_bandwidth_bytes_per_s, peak_flops=gpu.peak_flops.bf16,
+        eff=gpu.efficiency)
 
 
 def _adds_up_past(durations: list[float], within_s: float) -> bool:

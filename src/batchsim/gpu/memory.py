@@ -20,7 +20,12 @@ from batchsim.gpu.dtypes import (
 )
 from batchsim.gpu.hardware import GpuProfile
 from batchsim.gpu.model_spec import ModelSpec
-from batchsim.gpu.moe_layout import Parallelism, check_parallelism, kv_bytes_per_token_per_gpu
+from batchsim.gpu.moe_layout import (
+    Parallelism,
+    bounded_bytes_per_sequence_per_gpu,
+    check_parallelism,
+    kv_bytes_per_token_per_gpu,
+)
 from batchsim.gpu.moe_layout import weights_bytes_per_gpu as layout_weights_bytes_per_gpu
 from batchsim.gpu.pipeline_stages import layers_per_stage, stage_model
 
@@ -52,6 +57,9 @@ class MemoryPlan:
     pipeline_parallel: int = 1  # stages; the byte counts above are the fullest stage's GPUs
     expert_parallel: int = 1
     data_parallel_attention: bool = False
+    # Hybrid models: blocks each sequence holds besides its full-attention blocks, for its
+    # sliding-window KV (a whole window) and linear-attention state (docs/design.md §2).
+    sequence_blocks: int = 0
 
     @property
     def kv_cache_bytes_per_gpu(self) -> float:
@@ -62,17 +70,23 @@ class MemoryPlan:
         """Tokens the KV pool holds when every block is full."""
         return self.num_blocks * self.block_size
 
-    def describe(self) -> str:
-        """One line for logs and reports."""
-        return (
+    def describe(self, kv_blocks: int | None = None) -> str:
+        """One line for logs and reports; `kv_blocks` is a pool size given in place of what
+        memory leaves (a set `kv_cache.num_blocks`), which the line then states as the pool."""
+        head = (
             f"{self.model_name} ({self.weight_dtype} weights, {self.kv_dtype} KV) on "
             f"{self._gpus()} {self.gpu_name}{self._layout_note()}: per GPU "
             f"{self.usable_bytes_per_gpu / _GB:.1f} GB usable = "
             f"{self.weights_bytes_per_gpu / _GB:.1f} GB weights + "
             f"{self.reserve_bytes / _GB:.1f} GB reserve + {self.kv_cache_bytes_per_gpu / _GB:.1f}"
-            f" GB KV cache ({self.num_blocks:,} blocks of {self.block_size} tokens = "
-            f"{self.max_cached_tokens:,} tokens)"
         )
+        if kv_blocks is None or kv_blocks == self.num_blocks:
+            return (f"{head} GB KV cache ({self.num_blocks:,} blocks of {self.block_size} tokens"
+                    f" = {self.max_cached_tokens:,} tokens)")
+        return (f"{head} GB left for KV ({self.num_blocks:,} blocks would fit); KV cache set to "
+                f"{kv_blocks:,} blocks of {self.block_size} tokens = "
+                f"{kv_blocks * self.block_size:,} tokens ({kv_blocks * self.block_bytes / _GB:.1f}"
+                " GB)")
 
     def _gpus(self) -> str:
         """"4x", or "8x (TP4 x PP2, last stage)" for a pipelined replica."""
@@ -104,7 +118,8 @@ def weights_bytes_per_gpu(
     matrix on both) and the final norm, which makes the last the fullest. Mixture-of-experts
     and MLA models, and data-parallel attention, are laid out by `batchsim.gpu.moe_layout`.
     """
-    if model.moe is not None or model.mla is not None or data_parallel_attention:
+    if (model.moe is not None or model.mla is not None or data_parallel_attention
+            or model.num_linear_layers):
         layout = Parallelism(tensor_parallel, expert_parallel, data_parallel_attention)
         return layout_weights_bytes_per_gpu(model, layout, weight_dtype, pipeline_parallel)
     tp = tensor_parallel
@@ -160,6 +175,7 @@ def plan_memory(
                                               kv_dtype)
     block_bytes = kv_per_token * block_size
     num_blocks = math.floor((usable - weights - gpu.runtime_reserve_bytes) / block_bytes)
+    bounded = bounded_bytes_per_sequence_per_gpu(model, layout, kv_dtype)
     plan = MemoryPlan(
         model_name=model.name,
         gpu_name=gpu.name,
@@ -177,6 +193,7 @@ def plan_memory(
         pipeline_parallel=pipeline_parallel,
         expert_parallel=expert_parallel,
         data_parallel_attention=data_parallel_attention,
+        sequence_blocks=math.ceil(bounded / block_bytes),
     )
     if num_blocks <= 0:
         raise ModelDoesNotFitError(_does_not_fit_message(plan))

@@ -18,6 +18,15 @@ from typing import Any
 
 import yaml
 
+from batchsim.gpu.attention_layers import (
+    LINEAR,
+    SLIDING,
+    STATE_ELEMENT_BYTES,
+    LayerKinds,
+    LayerKindsError,
+    LinearAttentionSpec,
+    interval_layer_types,
+)
 from batchsim.gpu.mla import MLASpec
 from batchsim.gpu.moe_spec import MoESpec
 from batchsim.gpu.yaml_load import safe_load
@@ -56,6 +65,21 @@ class ModelSpec:
     moe: MoESpec | None = None
     mla: MLASpec | None = None
     num_active_params: int = 0  # published parameters used per token (MoE); 0 for dense
+    layer_kinds: LayerKinds | None = None  # None: every layer full attention
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Whether some layers are sliding-window or linear attention."""
+        return self.layer_kinds is not None and self.layer_kinds.is_hybrid
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        """Layers whose KV grows with the context."""
+        return self.num_layers if self.layer_kinds is None else self.layer_kinds.full
+
+    @property
+    def num_linear_layers(self) -> int:
+        return 0 if self.layer_kinds is None else self.layer_kinds.linear
 
     @property
     def num_moe_layers(self) -> int:
@@ -82,11 +106,20 @@ class ModelSpec:
         embedding = self.vocab_size * h
         lm_head = 0 if self.tie_word_embeddings else embedding
         final_norm = h
-        per_layer = self.attention_params_per_layer() + 2 * h  # two RMSNorm weight vectors
+        norms = self.num_layers * 2 * h  # two RMSNorm weight vectors a layer
         mlp = self.num_dense_layers * 3 * h * self.intermediate_size
         if self.moe is not None:
             mlp += self.num_moe_layers * self.moe.layer_params(h, active=active)
-        return embedding + self.num_layers * per_layer + mlp + final_norm + lm_head
+        return embedding + self.attention_params() + norms + mlp + final_norm + lm_head
+
+    def attention_params(self) -> int:
+        """Token-mixer parameters of all layers: attention layers' projections and linear
+        layers' (which have their own shapes)."""
+        linear = self.num_linear_layers
+        total = (self.num_layers - linear) * self.attention_params_per_layer()
+        if linear and self.layer_kinds is not None and self.layer_kinds.linear_spec is not None:
+            total += linear * self.layer_kinds.linear_spec.params(self.hidden_size)
+        return total
 
     def attention_params_per_layer(self) -> int:
         """Q, K, V and output projections (MLA: its down/up projections and their norms)."""
@@ -97,10 +130,36 @@ class ModelSpec:
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
         """KV-cache bytes one token occupies over the whole model (one copy, before any
-        replication across GPUs). MLA: one latent per layer shared by all heads."""
+        replication across GPUs). MLA: one latent per layer shared by all heads.
+
+        Hybrid models: the full-attention layers only, the part that grows with the context
+        (`windowed_kv_bytes_per_token` and `state_bytes_per_sequence` are the bounded rest)."""
+        layers = self.num_full_attention_layers
         if self.mla is not None:
-            return self.mla.kv_bytes_per_token(self.num_layers, kv_dtype_bytes)
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
+            return self.mla.kv_bytes_per_token(layers, kv_dtype_bytes)
+        return 2 * layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
+
+    def windowed_kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
+        """KV bytes per token of the sliding-window layers, held for at most `window`
+        tokens of a sequence."""
+        kinds = self.layer_kinds
+        sliding = 0 if kinds is None else kinds.sliding
+        return 2 * sliding * self.num_kv_heads * self.head_dim * kv_dtype_bytes
+
+    def state_bytes_per_sequence(self) -> int:
+        """Bytes of linear-attention state one sequence holds, whatever its length."""
+        if self.layer_kinds is None:
+            return 0
+        return self.layer_kinds.state_elements_per_sequence() * STATE_ELEMENT_BYTES
+
+    def kv_bytes_per_sequence(self, context_tokens: int, kv_dtype_bytes: float) -> float:
+        """Cache bytes of one sequence of `context_tokens` tokens over the whole model:
+        full layers grow with it, sliding layers stop at the window, state is fixed."""
+        window = 0 if self.layer_kinds is None else self.layer_kinds.window
+        return (self.kv_bytes_per_token(kv_dtype_bytes) * context_tokens
+                + self.windowed_kv_bytes_per_token(kv_dtype_bytes)
+                * min(context_tokens, window)
+                + self.state_bytes_per_sequence())
 
     def check_tensor_parallel(self, tensor_parallel: int) -> None:
         """Raise ModelError unless the attention heads can be split over `tensor_parallel` GPUs.
@@ -222,7 +281,7 @@ _LIBRARY_INT_FIELDS = (
 
 def _spec_from_library_entry(name: str, entry: Mapping[str, Any], where: str) -> ModelSpec:
     allowed = {*_LIBRARY_INT_FIELDS, "tie_word_embeddings", "source", "moe", "mla",
-               "num_active_params"}
+               "num_active_params", "attention_layers", "linear_attention"}
     unknown = sorted(set(entry) - allowed)
     if unknown:
         expected = ", ".join(sorted(allowed))
@@ -232,6 +291,7 @@ def _spec_from_library_entry(name: str, entry: Mapping[str, Any], where: str) ->
     mla = _library_block(entry, "mla", where, _MLA_FIELDS)
     spec = ModelSpec(
         name=name,
+        layer_kinds=_library_layer_kinds(entry, ints["num_layers"], where),
         tie_word_embeddings=_bool(entry, "tie_word_embeddings", where, default=None),
         source=str(entry.get("source", "")),
         moe=MoESpec(**moe) if moe is not None else None,
@@ -254,6 +314,39 @@ _MOE_FIELDS = {
     "shared_expert_intermediate_size": False,
     "first_dense_layers": False,
 }
+_LAYER_FIELDS = {"full": True, "sliding": False, "window": False, "linear": False}
+_LINEAR_FIELDS = {"num_key_heads": True, "num_value_heads": True, "key_head_dim": True,
+                  "value_head_dim": True, "conv_kernel": True}
+
+
+def _library_layer_kinds(entry: Mapping[str, Any], num_layers: int,
+                         where: str) -> LayerKinds | None:
+    """A library entry's `attention_layers:` (counts of each kind) and `linear_attention:`
+    (the linear layers' widths) blocks; None without them (all full attention)."""
+    counts = _library_block(entry, "attention_layers", where, _LAYER_FIELDS)
+    if counts is None:
+        if entry.get("linear_attention") is not None:
+            raise ModelError(f"{where}: linear_attention needs an attention_layers block")
+        return None
+    widths = _library_block(entry, "linear_attention", where, _LINEAR_FIELDS)
+    return _layer_kinds(counts, widths, num_layers, f"{where}.attention_layers")
+
+
+def _layer_kinds(counts: Mapping[str, int], widths: Mapping[str, int] | None, num_layers: int,
+                 where: str) -> LayerKinds:
+    try:
+        kinds = LayerKinds(
+            full=counts["full"], sliding=counts.get("sliding", 0),
+            window=counts.get("window", 0), linear=counts.get("linear", 0),
+            linear_spec=LinearAttentionSpec(**widths) if widths is not None else None)
+    except LayerKindsError as exc:
+        raise ModelError(f"{where}: {exc}") from None
+    if kinds.num_layers != num_layers:
+        raise ModelError(f"{where}: {kinds.num_layers} layers of the listed kinds, but the "
+                         f"model has {num_layers} (num_layers)")
+    return kinds
+
+
 _MLA_FIELDS = {
     "kv_lora_rank": True,
     "qk_rope_head_dim": True,
@@ -285,6 +378,9 @@ def _library_block(
 
 
 def _spec_from_hf_config(name: str, config: Mapping[str, Any], where: str) -> ModelSpec:
+    text = config.get("text_config")
+    if isinstance(text, Mapping):  # a multimodal checkpoint (Gemma 3, Qwen3.5): its LM's keys
+        config = {**config, **text}
     hidden = _positive_int(config, "hidden_size", where)
     heads = _positive_int(config, "num_attention_heads", where)
     mla = _mla_from_hf(config, where)
@@ -309,6 +405,7 @@ def _spec_from_hf_config(name: str, config: Mapping[str, Any], where: str) -> Mo
         source=f"Hugging Face config {where}",
         moe=moe,
         mla=mla,
+        layer_kinds=_hf_layer_kinds(config, where),
     )
     _check_heads(partial, where)
     # A config.json carries no parameter count; the architecture's count is exact for the
@@ -348,6 +445,44 @@ def _moe_from_hf(config: Mapping[str, Any], where: str) -> MoESpec | None:
         num_shared_experts=shared,
         shared_expert_intermediate_size=shared_width,
         first_dense_layers=_count(config, "first_k_dense_replace", where),
+    )
+
+
+def _hf_layer_kinds(config: Mapping[str, Any], where: str) -> LayerKinds | None:
+    """Per-layer attention kinds: `layer_types` (gpt-oss, newer transformers configs), else
+    `full_attention_interval` (Qwen3-Next, Qwen3.5: the others linear attention), else
+    `sliding_window_pattern` (Gemma 3: the others sliding). None when every layer is full
+    attention — or when a config names a `sliding_window` alone (Mistral), which batchsim
+    keeps modelling as full attention, as before."""
+    layers = _positive_int(config, "num_hidden_layers", where)
+    types = config.get("layer_types")
+    if types is None and config.get("full_attention_interval"):
+        interval = _positive_int(config, "full_attention_interval", where)
+        types = interval_layer_types(layers, interval, LINEAR)
+    elif types is None and config.get("sliding_window_pattern"):
+        pattern = _positive_int(config, "sliding_window_pattern", where)
+        types = interval_layer_types(layers, pattern, SLIDING)
+    if types is None:
+        return None
+    if not isinstance(types, list) or len(types) != layers:
+        raise ModelError(f"{where}: key 'layer_types' must list one type for each of the "
+                         f"{layers} layers")
+    window = _count(config, "sliding_window", where)
+    linear = _hf_linear_attention(config, where) if LINEAR in types else None
+    try:
+        kinds = LayerKinds.from_layer_types(types, window=window, linear_spec=linear)
+    except LayerKindsError as exc:
+        raise ModelError(f"{where}: key 'layer_types': {exc}") from None
+    return kinds if kinds.is_hybrid else None
+
+
+def _hf_linear_attention(config: Mapping[str, Any], where: str) -> LinearAttentionSpec:
+    return LinearAttentionSpec(
+        num_key_heads=_positive_int(config, "linear_num_key_heads", where),
+        num_value_heads=_positive_int(config, "linear_num_value_heads", where),
+        key_head_dim=_positive_int(config, "linear_key_head_dim", where),
+        value_head_dim=_positive_int(config, "linear_value_head_dim", where),
+        conv_kernel=_positive_int(config, "linear_conv_kernel_dim", where),
     )
 
 

@@ -85,7 +85,11 @@ def weights_bytes_per_gpu(
     model = stage_model(model, pipeline_parallel)
     h, split = model.hidden_size, layout.attention_split
     per_layer = _attention_params_per_gpu(model, split)
-    quantised = model.num_layers * per_layer
+    linear = model.num_linear_layers
+    quantised = (model.num_layers - linear) * per_layer
+    if linear and model.layer_kinds is not None and model.layer_kinds.linear_spec is not None:
+        # Linear-attention layers are split by heads like attention (vLLM shards them by TP).
+        quantised += linear * model.layer_kinds.linear_spec.params(h) / split
     quantised += model.num_dense_layers * 3 * h * math.ceil(model.intermediate_size / split)
     moe = model.moe
     if moe is not None:
@@ -126,8 +130,28 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, layout: Parallelism, kv_dtype: 
         return model.kv_bytes_per_token(element) / tp
     if model.mla is not None:
         return model.kv_bytes_per_token(element)
-    return 2.0 * model.num_layers * model.kv_heads_per_gpu(tp) * model.head_dim * element
+    return 2.0 * model.num_full_attention_layers * model.kv_heads_per_gpu(tp) * model.head_dim \
+        * element
 
 
-__all__ = ["Parallelism", "check_parallelism", "kv_bytes_per_token_per_gpu",
+def bounded_bytes_per_sequence_per_gpu(model: ModelSpec, layout: Parallelism,
+                                       kv_dtype: str) -> float:
+    """Cache bytes one long sequence holds on each GPU beyond its full-attention KV: the
+    sliding-window layers' KV of `window` tokens and the linear layers' state, which stop
+    growing (docs/design.md §2, hybrid models). Split like the KV: by heads under tensor
+    parallelism, whole under data-parallel attention (over TP, as `kv_bytes_per_token_per_gpu`)."""
+    kinds = model.layer_kinds
+    if kinds is None or not kinds.is_hybrid:
+        return 0.0
+    element = bytes_per_element(kv_dtype)
+    tp = layout.tensor_parallel
+    if layout.data_parallel_attention:
+        windowed = model.windowed_kv_bytes_per_token(element) / tp
+        return windowed * kinds.window + model.state_bytes_per_sequence() / tp
+    windowed = 2.0 * kinds.sliding * model.kv_heads_per_gpu(tp) * model.head_dim * element
+    return windowed * kinds.window + model.state_bytes_per_sequence() / tp
+
+
+__all__ = ["Parallelism", "bounded_bytes_per_sequence_per_gpu", "check_parallelism",
+           "kv_bytes_per_token_per_gpu",
            "weights_bytes_per_gpu"]

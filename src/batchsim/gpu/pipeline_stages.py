@@ -43,6 +43,12 @@ def check_pipeline_parallel(model: ModelSpec, pipeline_parallel: int) -> None:
             "mixture-of-experts: pipeline stages of unequal layers are not modelled "
             "(use pipeline_parallel: 1)"
         )
+    if pp > 1 and model.layer_kinds is not None and model.layer_kinds.is_hybrid:
+        # A stage's share of each layer kind depends on where the kinds fall in the stack.
+        raise ModelError(
+            f"{model.name} mixes attention kinds ({model.layer_kinds.describe()}): pipeline "
+            "stages of hybrid models are not modelled (use pipeline_parallel: 1)"
+        )
 
 
 def layers_per_stage(model: ModelSpec, pipeline_parallel: int) -> int:

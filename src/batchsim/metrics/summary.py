@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from batchsim.metrics.bench_compat import bench_compat, weighted_std
 from batchsim.metrics.kv_fragmentation import kv_fragmentation
 from batchsim.sim.recorder import RunRecord
 
@@ -91,15 +92,17 @@ def _sorted_distribution(values: np.ndarray, weights: np.ndarray) -> dict[str, f
     return stats
 
 
-def _itl_distribution(record: RunRecord, measured: np.ndarray) -> dict[str, float | None]:
-    """`weighted_distribution` of the inter-token gaps of the measured requests.
+def _itl_distribution(record: RunRecord,
+                      measured: np.ndarray) -> tuple[dict[str, float | None], float | None]:
+    """`weighted_distribution` of the inter-token gaps of the measured requests, and their
+    standard deviation (for `bench_compat`, from the same arrays: they are not made twice).
 
     There is a gap per engine step, so these can be a run's largest arrays: each is replaced
     by its sorted copy as it is made, to the same order and numbers as `weighted_distribution`.
     """
     values, weights = record.itl.values_and_weights(measured)  # new arrays, weights > 0
     if values.size == 0:
-        return {"mean": None, **dict.fromkeys(PERCENTILES), "max": None}
+        return {"mean": None, **dict.fromkeys(PERCENTILES), "max": None}, None
     # The weights' order among equal gaps matters to the mean: a stable order. Taking the
     # values by it is a gather, far cheaper than sorting them again (docs/performance.md,
     # item 26); the old arrays go as the new ones come, so the peak grows by the weights only.
@@ -107,7 +110,11 @@ def _itl_distribution(record: RunRecord, measured: np.ndarray) -> dict[str, floa
     weights = weights[order]
     values = values[order]
     del order
-    return {**_sorted_distribution(values, weights), "max": float(values[-1])}
+    stats: dict[str, float | None] = {**_sorted_distribution(values, weights),
+                                      "max": float(values[-1])}
+    mean = stats["mean"]
+    assert mean is not None
+    return stats, weighted_std(values, weights, mean)
 
 
 def stable_order(values: np.ndarray) -> np.ndarray:
@@ -181,7 +188,8 @@ def summarize(
     preemptions = int(requests["preemptions"][measured].sum())
     metrics: dict[str, object] = {name: distribution(done[name].to_numpy())
                                   for name in LATENCY_COLUMNS}
-    metrics["itl_s"] = _itl_distribution(record, measured)
+    itl, itl_std = _itl_distribution(record, measured)
+    metrics["itl_s"] = itl
     # Over the same requests as `itl_s` (measured, finished or not), so its max is itl's.
     metrics["max_gap_s"] = distribution_with_max(requests["max_gap_s"].to_numpy()[measured])
     metrics.update({
@@ -206,6 +214,9 @@ def summarize(
     })
     metrics["kv_fragmentation"] = kv_fragmentation(record)
     metrics["slo_met"] = _slo_verdicts(metrics, slo)
+    metrics["bench_compat"] = bench_compat(
+        done, measured=num_measured, window_s=window, good=good if slo.as_dict() else None,
+        itl=itl, itl_std_s=itl_std)
     return metrics
 
 

@@ -10,6 +10,11 @@ of the last `scale_down_window_s`, so a count must have held that long before it
 Everything is read at the evaluation instant, exactly as stepping one by one has it: counts
 are constant inside a fast-path stretch, and busy time is kept from the instants a replica
 starts and stops stepping (sim/engine.py `Replica.busy_seconds`).
+
+A disaggregated arm's pools (sim/disaggregated.py) bring signals of their own, read through
+`signal`: a latency (`ttft`, `itl`), for which desired = ceil(serving × observed / target),
+the HPA's rule for a per-replica average it cannot divide, or the decode replicas' summed KV
+use (`kv_utilization`), divided by the target like the load totals.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from batchsim.sim.replica_pool import ReplicaPool, SlotState
 
 # A metric total a rounding error above a whole multiple of the target asks for no more.
 _CEIL_SLACK = 1e-9
+# Metrics that are a latency per request, not a total over the replicas.
+LATENCY_METRICS = frozenset({"ttft", "itl"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +43,7 @@ class AutoscalerSettings:
     min_replicas: int
     max_replicas: int
     initial_replicas: int
-    metric: Literal["outstanding", "utilization"]
+    metric: Literal["outstanding", "utilization", "ttft", "itl", "kv_utilization"]
     target: float
     interval_s: float
     scale_up_window_s: float
@@ -81,17 +88,19 @@ class Stabiliser:
 class Autoscaler:
     """The evaluation process over `pool`; `held()` is the requests waiting at the router and
     `finished()` says the run has nothing left to serve (the process then ends, so the
-    simulation does)."""
+    simulation does); `signal()`, a pool's own metric, is read once per evaluation."""
 
     def __init__(self, env: simpy.Environment, settings: AutoscalerSettings, pool: ReplicaPool,
                  replicas: Sequence[MeteredReplica], held: Callable[[], int],
-                 finished: Callable[[], bool]) -> None:
+                 finished: Callable[[], bool],
+                 signal: Callable[[], float] | None = None) -> None:
         self.env = env
         self.settings = settings
         self.pool = pool
         self.replicas = replicas
         self.held = held
         self.finished = finished
+        self.signal = signal
         self._stabiliser = Stabiliser.of(settings)
         self._busy_at_last = [0.0] * len(replicas)
 
@@ -115,6 +124,8 @@ class Autoscaler:
     def evaluate(self) -> None:
         settings = self.settings
         total = self._metric_total()
+        if settings.metric in LATENCY_METRICS:  # observed latency × the replicas serving it
+            total *= self.pool.count(SlotState.SERVING)
         desired = math.ceil(total / settings.target - _CEIL_SLACK) if total > 0 else 0
         if self.held() and desired == 0:
             desired = 1  # requests wait for a replica
@@ -125,14 +136,16 @@ class Autoscaler:
             self.pool.scale_to(decided)
 
     def _metric_total(self) -> float:
+        if self.signal is not None:
+            return self.signal()
         if self.settings.metric == "outstanding":
             serving = [r for r, s in zip(self.replicas, self.pool.state, strict=True)
                        if s is SlotState.SERVING]
             return float(sum(r.policy.num_running + r.policy.num_waiting for r in serving)
                          + self.held())
         now, busy = self.env.now, 0.0
-        for replica in self.replicas:
+        for slot, replica in enumerate(self.replicas):  # slots: a decode pool's start past 0
             seconds = replica.busy_seconds(now)
-            busy += seconds - self._busy_at_last[replica.index]
-            self._busy_at_last[replica.index] = seconds
+            busy += seconds - self._busy_at_last[slot]
+            self._busy_at_last[slot] = seconds
         return busy / self.settings.interval_s

@@ -16,6 +16,12 @@ layer's share follows when the step ends. Bytes cannot leave before a destinatio
 so a transfer reserved after the prefill ended is sent whole.
 
 A request that could never fit a decode replica's cache is rejected on arrival, with a reason.
+
+With `prefill_scaler` and `decode_scaler` each pool is a replica pool of its own
+(sim/replica_pool.py) resized by its own autoscaler (sim/autoscaler.py, sim/pool_signals.py):
+arrivals go to the serving prefill replicas, prefilled requests to the serving decode
+replicas. A draining prefill replica finishes its prompts and stops once their KV has crossed
+the link; a draining decode replica finishes every request it holds.
 """
 
 from __future__ import annotations
@@ -25,14 +31,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from batchsim.sim.autoscaler import Autoscaler, AutoscalerSettings
 from batchsim.sim.cost_protocol import StepCostModel
 from batchsim.sim.dispatch import Dispatcher
 from batchsim.sim.engine import Replica, Simulation
 from batchsim.sim.frontend import Frontend
 from batchsim.sim.kv_link import KVLink
 from batchsim.sim.policy_protocol import BatchingPolicy
+from batchsim.sim.pool_signals import FirstTokenSignal, kv_use, seconds_per_token
+from batchsim.sim.recorder import RunRecord
+from batchsim.sim.replica_pool import ReplicaPool
 from batchsim.sim.request import Request, RequestStatus
 from batchsim.sim.routers import Router
+from batchsim.sim.token_meter import TokenMeter
 from batchsim.sim.traffic import Traffic
 from batchsim.sim.weighted_router import WeightedRouter
 
@@ -109,10 +120,12 @@ class DisaggregatedSimulation(Simulation):
         shared_queue: bool = False,
         max_model_len: int | None = None, fast_path: bool = True,
         on_progress: Callable[[float], None] | None = None, frontend: Frontend | None = None,
+        prefill_scaler: AutoscalerSettings | None = None,
+        decode_scaler: AutoscalerSettings | None = None,
     ) -> None:
         super().__init__(prefill, prefill_cost, traffic, router, max_model_len=max_model_len,
                          fast_path=fast_path, on_progress=on_progress, shared_queue=shared_queue,
-                         frontend=frontend)
+                         frontend=frontend, autoscaler=prefill_scaler)
         self.spec = link
         self.link = KVLink(self.env, bandwidth_bytes_s=link.bandwidth_bytes_s,
                            latency_s=link.latency_s)
@@ -135,6 +148,49 @@ class DisaggregatedSimulation(Simulation):
             policy.connect(keeps_kv=self._keeps_kv, on_final_step=on_final)
         for d in decode:
             d.connect(self._start_transfer)
+        self._kv_kept = [0] * len(prefill)  # per prefill replica: finished prompts' KV held
+        self.first_tokens: FirstTokenSignal | None = None
+        if self.pool is not None and self.autoscaler is not None:
+            self._scale_prefill(self.pool, self.autoscaler)
+        self.decode_pool: ReplicaPool | None = None
+        self.decode_autoscaler: Autoscaler | None = None
+        self._decode_routable: Sequence[Replica] = self.decode_replicas
+        if decode_scaler is not None:
+            self._scale_decode(decode_scaler)
+
+    # --- the pools' scalers -------------------------------------------------------------------
+
+    def _scale_prefill(self, pool: ReplicaPool, autoscaler: Autoscaler) -> None:
+        pool.holds = self._prefill_holds
+        if autoscaler.settings.metric == "ttft":
+            self.first_tokens = FirstTokenSignal(self.env)
+            autoscaler.signal = self.first_tokens.read
+
+    def _prefill_holds(self, slot: int) -> bool:
+        policy = self._prefill[slot]
+        return policy.num_running + policy.num_waiting > 0 or self._kv_kept[slot] > 0
+
+    def _scale_decode(self, settings: AutoscalerSettings) -> None:
+        replicas = self.decode_replicas
+        pool = ReplicaPool(self.env, replicas, settings.initial_replicas,
+                           settings.cold_start_s, on_serving=lambda: None)
+        signal: Callable[[], float] | None = None
+        if settings.metric == "itl":
+            for replica in replicas:
+                replica.token_meter = TokenMeter()
+            signal = seconds_per_token(self.env, replicas)
+        elif settings.metric == "kv_utilization":
+            signal = kv_use(replicas, pool)
+        self.decode_pool = pool
+        self._decode_routable = pool.routable  # type: ignore[assignment]  # the same replicas
+        self.decode_autoscaler = Autoscaler(self.env, settings, pool, replicas,
+                                            held=lambda: 0, finished=self._finished,
+                                            signal=signal)
+
+    def run(self) -> RunRecord:
+        if self.decode_autoscaler is not None:
+            self.decode_autoscaler.start()
+        return super().run()
 
     # --- arrival and the prefill stage --------------------------------------------------------
 
@@ -151,6 +207,8 @@ class DisaggregatedSimulation(Simulation):
         self.handoffs[request.request_id] = Handoff(
             request, stage, request.prompt_tokens * self.spec.kv_bytes_per_token)
         self._in_system_now += 1
+        if self.first_tokens is not None:
+            self.first_tokens.arrived(request.request_id, request.arrival_s)
         self._stage_dispatch.arrive(stage)
 
     def _keeps_kv(self, stage: Request) -> bool:
@@ -168,6 +226,8 @@ class DisaggregatedSimulation(Simulation):
             return
         if handoff is not None:
             self._in_system_now -= 1
+            if self.decode_pool is not None and handoff.decode_replica >= 0:
+                self.decode_pool.request_ended(handoff.decode_replica - len(self.replicas))
         super()._on_done(request)
 
     def _stage_done(self, handoff: Handoff) -> None:
@@ -175,9 +235,17 @@ class DisaggregatedSimulation(Simulation):
         stage, request = handoff.stage, handoff.request
         request.replica = handoff.prefill_replica = stage.replica
         if stage.status is RequestStatus.REJECTED:
+            if self.first_tokens is not None:
+                self.first_tokens.dropped(request.request_id)
             request.reject(f"prefill pool: {stage.reject_reason}", kind=stage.reject_kind)
             self._rejected(request)
             return
+        if self.first_tokens is not None:
+            assert stage.first_token_s is not None  # a finished stage emitted its token
+            self.first_tokens.first_token(request.request_id, stage.first_token_s)
+        if self.pool is not None:
+            self._kv_kept[stage.replica] += request.output_tokens > 1
+            self.pool.request_ended(stage.replica)  # a draining prefill replica may stop
         request.first_scheduled_s = stage.first_scheduled_s
         request.first_token_s = request.last_token_s = stage.first_token_s
         request.num_computed_tokens = stage.num_computed_tokens
@@ -203,7 +271,7 @@ class DisaggregatedSimulation(Simulation):
             return (policy.num_running + policy.num_waiting, -replica.free_kv_blocks(),
                     replica.index)
 
-        target = min(self.decode_replicas, key=load)
+        target = min(self._decode_routable, key=load)
         handoff.decode_replica = target.index
         target.submit(handoff.request)
 
@@ -233,6 +301,9 @@ class DisaggregatedSimulation(Simulation):
         prefill = self.replicas[handoff.prefill_replica]
         self._prefill[handoff.prefill_replica].release_kv(handoff.request.request_id)
         prefill.wake()
+        if self.pool is not None:
+            self._kv_kept[handoff.prefill_replica] -= 1
+            self.pool.request_ended(handoff.prefill_replica)  # its hand-off is done
         index = handoff.decode_replica - len(self.replicas)
         self._decode[index].receive(handoff.request)
         self.decode_replicas[index].wake()

@@ -28,6 +28,7 @@ from batchsim.sim.routers import Router, round_robin
 from batchsim.sim.scored_dispatch import ScoredDispatch
 from batchsim.sim.step_plan import StepPlan
 from batchsim.sim.stretch import advance_decode_steps, decode_horizon, kv_growth
+from batchsim.sim.token_meter import TokenMeter
 from batchsim.sim.traffic import ClosedLoopTraffic, OpenLoopTraffic, SessionTraffic, Traffic
 from batchsim.sim.weighted_router import WeightedRouter
 
@@ -77,6 +78,8 @@ class Replica:
         # When the next arrival is known to come to this replica (set by the Simulation),
         # the time of it: a stretch is then priced only up to the step it lands in.
         self.next_arrival_s: Callable[[], float] | None = None
+        # Seconds per emitted token, kept only for an autoscaled decode pool's `itl` signal.
+        self.token_meter: TokenMeter | None = None
         env.process(self._run())
 
     def submit(self, request: Request) -> bool:
@@ -206,6 +209,8 @@ class Replica:
         growth = kv_growth(plan, self.policy.pool, steps)
         pool = self.policy.pool
         self._stretch = (ends, growth, pool.num_free, pool.num_free_uncached)
+        if self.token_meter is not None:
+            self.token_meter.stretch_started(start, ends, plan.num_emitting)
         self._wake = env.event()
         last_end = ends[-1]
         yield _first_of(env, self._wake, env.timeout(last_end - start))
@@ -215,6 +220,8 @@ class Replica:
             if step_end > env.now:
                 yield env.timeout(step_end - env.now)
         self._stretch = None
+        if self.token_meter is not None:
+            self.token_meter.stretch_applied(steps - 1)
         if steps == 1:
             self._finish_step(plan, start, durations[0])
             return
@@ -247,8 +254,12 @@ class Replica:
             plan.total_new_tokens + plan.verified_tokens, outcome.num_tokens,
             policy.pool.num_used, policy.num_waiting, len(plan.preempted),
         )
+        if record.step_trace is not None:
+            record.step_trace.step(plan, start, duration, self.index)
         if self._kv_meter is not None:
             self._kv_meter.sample(duration)
+        if self.token_meter is not None:
+            self.token_meter.step(plan.num_emitting, duration)
         for request in outcome.finished:
             request.finish_s = now
             self.on_done(request)
@@ -421,8 +432,10 @@ class Simulation:
 
     def _on_done(self, request: Request) -> None:
         self.record.request_done(request)
-        if self.pool is not None and request.replica >= 0:
-            self.pool.request_ended(request.replica)  # a draining replica may stop
+        if self.pool is not None and 0 <= request.replica < len(self.replicas):
+            # A draining replica may stop (a disaggregated arm's decode replicas come after
+            # the routed ones and have a pool of their own).
+            self.pool.request_ended(request.replica)
         if request.status is not RequestStatus.REJECTED:
             self.record.record_occupancy(self.env.now, self._in_system())
             # Only a closed-loop user retrying after a rejection waits on it: with no one

@@ -16,6 +16,7 @@ from batchsim.sim.kv_fragmentation import FragmentationMeter
 from batchsim.sim.request import Request, RequestStatus
 from batchsim.sim.step_log import Floats, Ints, extend_column
 from batchsim.sim.step_stats import Measurement, StepStats
+from batchsim.sim.step_trace import StepTrace
 
 # Request ids per block when spreading each batch run's longest gap over its requests.
 _MAX_GAP_BLOCK = 1 << 20
@@ -173,6 +174,9 @@ class RunRecord:
     # A fragmentation meter per replica whose policy names its KV holders
     # (sim/kv_fragmentation.py), in replica order.
     kv_fragmentation: list[FragmentationMeter] = field(default_factory=list)
+    # The steps and preemptions kept one by one for a timeline (`output.trace`); None: not
+    # asked for, and the engine keeps nothing per step.
+    step_trace: StepTrace | None = None
 
     def __post_init__(self) -> None:
         self.steps = StepStats(kv_capacity=self._kv_capacity_reader())

@@ -72,12 +72,16 @@ class ReplicaPool:
     """Slots of replicas and their states; `scale_to` starts or drains them (see the module).
 
     `on_serving` is called whenever a replica becomes routable, so that the dispatcher hands
-    it what waits there.
+    it what waits there. `holds(slot)` says whether a slot still holds work a drain must
+    finish (default: requests queued or running; a prefill replica also keeps the KV of its
+    finished prompts until it has crossed the link).
     """
 
     def __init__(self, env: simpy.Environment, replicas: Sequence[PoolReplica], initial: int,
-                 cold_start_s: float, on_serving: Callable[[], None]) -> None:
+                 cold_start_s: float, on_serving: Callable[[], None],
+                 holds: Callable[[int], bool] | None = None) -> None:
         self.env = env
+        self.holds = holds or (lambda slot: _holds_requests(replicas[slot]))
         self.replicas = replicas
         self.cold_start_s = cold_start_s
         self.on_serving = on_serving
@@ -116,8 +120,9 @@ class ReplicaPool:
         self._record()
 
     def request_ended(self, slot: int) -> None:
-        """A request of `slot` finished or was rejected: a draining slot holding none stops."""
-        if self.state[slot] is SlotState.DRAINING and not _holds_requests(self.replicas[slot]):
+        """A request of `slot` finished or was rejected (or, in a prefill pool, its KV left):
+        a draining slot holding nothing stops."""
+        if self.state[slot] is SlotState.DRAINING and not self.holds(slot):
             self.state[slot] = SlotState.STOPPED
             self._record()
 
@@ -138,7 +143,8 @@ class ReplicaPool:
     def _serve(self, slot: int) -> None:
         self.state[slot] = SlotState.SERVING
         routable = self.routable
-        position = sum(1 for r in routable if r.index < slot)
+        first = self.replicas[0].index  # a decode pool's replicas follow the prefill pool's
+        position = sum(1 for r in routable if r.index - first < slot)
         routable.insert(position, self.replicas[slot])
         self.on_serving()
 
@@ -147,8 +153,7 @@ class ReplicaPool:
             self.state[slot] = SlotState.STOPPED
             return
         self.routable.remove(self.replicas[slot])
-        holds = _holds_requests(self.replicas[slot])
-        self.state[slot] = SlotState.DRAINING if holds else SlotState.STOPPED
+        self.state[slot] = SlotState.DRAINING if self.holds(slot) else SlotState.STOPPED
 
     def _record(self) -> None:
         self.timeline.record(self.env.now, self.count(SlotState.SERVING),

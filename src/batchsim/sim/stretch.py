@@ -100,6 +100,8 @@ def advance_decode_steps(
         new_tokens=len(ids), emitted=len(ids), kv_used=kv_used,
         waiting=num_waiting,
     )
+    if record.step_trace is not None:
+        record.step_trace.stretch(starts, durations, replica, len(ids))
 
 
 def _grow_for_last_step(plan: StepPlan, ids: list[int], steps: int, pool: KVBlockPool) -> bool:

@@ -6,7 +6,6 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -16,13 +15,14 @@ from batchsim.apps.replay.deployment import BenchmarkClient
 from batchsim.apps.replay.measured import MeasuredCase, ReplayError, Unreplayed, read_cases
 from batchsim.apps.replay.score import percent
 from batchsim.apps.replay.split import split_cases
+from batchsim.apps.terminal import output_console
 from batchsim.experiment.engine_profile import load_engine_profile
 
 
 def run_engine_fit_command(data: Sequence[Path], engine: str, backend: str | None, out: Path,
                            client: BenchmarkClient, *, jobs: int,
                            serial_starts: Sequence[float]) -> None:
-    console = Console()
+    console = output_console()
     base = load_engine_profile(engine)
     backend = backend or base.name
     cases: list[MeasuredCase] = []
@@ -35,8 +35,8 @@ def run_engine_fit_command(data: Sequence[Path], engine: str, backend: str | Non
         raise ReplayError(f"no readable rows with backend {backend!r} in "
                           f"{', '.join(str(f) for f in data)}")
     fit_on, held_out = split_cases(cases)
-    console.print(f"{backend}: {len(cases)} cases, fitting on {len(fit_on)}, holding out "
-                  f"{len(held_out)}; {len(unread)} row(s) unreadable")
+    console.print(escape(f"{backend}: {len(cases)} cases, fitting on {len(fit_on)}, holding "
+                         f"out {len(held_out)}; {len(unread)} row(s) unreadable"))
     with tempfile.TemporaryDirectory(prefix="batchsim-engine-fit-") as workdir:
         fit = fit_engine(base, fit_on, held_out, client, Path(workdir), jobs=jobs,
                          on_stage=lambda line: console.print(escape(line)),

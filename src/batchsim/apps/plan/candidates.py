@@ -11,15 +11,22 @@ from typing import Any
 from batchsim.apps.plan.cost import cost_per_hour, usd_per_million_tokens
 from batchsim.apps.plan.evaluate import DOES_NOT_FIT, MEETS, Evaluation
 from batchsim.apps.plan.objective import COST, GPUS, objective_value
+from batchsim.apps.plan.pool_splits import pool_splits
 from batchsim.apps.plan.setups import Setup, Variant, make_setup, safe_name
 from batchsim.experiment.loader import ConfigError
-from batchsim.experiment.schema import DisaggregatedArm, PlanCandidatesConfig, PlanConfig, SLOConfig
+from batchsim.experiment.schema import (
+    DisaggregatedArm,
+    Experiment,
+    PlanCandidatesConfig,
+    PlanConfig,
+    SLOConfig,
+)
 
 _STATUS_ORDER = {MEETS: 0, DOES_NOT_FIT: 2}  # anything else (misses) is 1
 
 
-def candidate_arms(variant: Variant, candidates: PlanCandidatesConfig) -> list[str]:
-    names = [arm.name for arm in variant.exp.policies]
+def candidate_arms(exp: Experiment, candidates: PlanCandidatesConfig) -> list[str]:
+    names = [arm.name for arm in exp.policies]
     for name in candidates.policies or []:
         if name not in names:
             raise ConfigError(f"plan.candidates.policies: no arm named {name!r} "
@@ -29,13 +36,35 @@ def candidate_arms(variant: Variant, candidates: PlanCandidatesConfig) -> list[s
 
 def candidate_setups(file: Path, variant: Variant, plan: PlanConfig, slo: SLOConfig,
                      parameter: str) -> list[Setup]:
-    """Every combination of the candidate lists, per arm; `replicas` only for colocated arms."""
+    """Every combination of the candidate lists, per arm; `replicas` only for colocated arms,
+    the pool splits of `disaggregated` only for disaggregated ones."""
     assert plan.target_rate is not None
     candidates = plan.candidates or PlanCandidatesConfig()
-    exp = variant.exp
     setups = []
-    for arm_name in candidate_arms(variant, candidates):
+    for arm_name, deployment, label, pools in candidate_deployments(variant.exp, candidates):
+        setups.append(make_setup(file, variant, slo, arm_name, parameter, plan.target_rate,
+                                 deployment, f"candidates/{safe_name(label)}", label,
+                                 describe_pools=pools))
+    return setups
+
+
+def candidate_deployments(exp: Experiment, candidates: PlanCandidatesConfig
+                          ) -> list[tuple[str, dict[str, Any], str, bool]]:
+    """(arm, deployment overrides, label, whether its pools are split) of every candidate:
+    what the plan will run, from the file's values alone (`validate` lists them too)."""
+    found = []
+    for arm_name in candidate_arms(exp, candidates):
         arm = next(a for a in exp.policies if a.name == arm_name)
+        if isinstance(arm, DisaggregatedArm) and candidates.disaggregated is not None:
+            if getattr(arm, "autoscaler", None) is not None:  # its pools are the scaler's
+                raise ConfigError(f"plan.candidates.disaggregated: arm {arm_name!r} scales its "
+                                  "pools with an autoscaler; splits are tried for fixed pools "
+                                  "(leave the arm out of candidates.policies)")
+            for hardware in candidates.hardware or [exp.hardware]:
+                for split in pool_splits(arm, candidates.disaggregated, exp.tensor_parallel):
+                    found.append((arm_name, {"hardware": hardware, **split.overrides(arm_name)},
+                                  f"{arm_name} {hardware} {split.label}", True))
+            continue
         axes: dict[str, list[Any]] = {
             "hardware": list(candidates.hardware or [exp.hardware]),
             "tensor_parallel": list(candidates.tensor_parallel or [exp.tensor_parallel]),
@@ -46,10 +75,8 @@ def candidate_setups(file: Path, variant: Variant, plan: PlanConfig, slo: SLOCon
             axes["replicas"] = list(candidates.replicas or [exp.replicas])
         for values in itertools.product(*axes.values()):
             deployment = dict(zip(axes, values, strict=True))
-            label = _label(arm_name, deployment)
-            setups.append(make_setup(file, variant, slo, arm_name, parameter, plan.target_rate,
-                                     deployment, f"candidates/{safe_name(label)}", label))
-    return setups
+            found.append((arm_name, deployment, _label(arm_name, deployment), False))
+    return found
 
 
 def _label(arm: str, deployment: dict[str, Any]) -> str:

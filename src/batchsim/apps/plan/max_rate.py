@@ -42,6 +42,7 @@ class MaxRateSearch:
         if evaluation.status == DOES_NOT_FIT:
             self.does_not_fit = evaluation.reasons[0]
             return
+        assert evaluation.setup.load is not None  # a bisection step always sets the load
         self.bisection.record(evaluation.setup.load, evaluation.meets)
 
     @property

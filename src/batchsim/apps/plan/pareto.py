@@ -21,7 +21,7 @@ class ParetoPoint:
     label: str
     arm: str
     gpus: int
-    load: float
+    load: float | None  # None: the file's own traffic
     tokens_per_s_per_gpu: float
     tokens_per_s_per_user: float
     meets: bool

@@ -14,6 +14,7 @@ from batchsim.apps.executors import Executor
 from batchsim.apps.plan.candidates import candidate_setups
 from batchsim.apps.plan.cost import cost_per_hour, plan_prices
 from batchsim.apps.plan.evaluate import Evaluation, PlanRunner
+from batchsim.apps.plan.fleets import fleet_setups
 from batchsim.apps.plan.max_rate import MaxRateSearch
 from batchsim.apps.plan.objective import check_energy_profiles, resolve_objective
 from batchsim.apps.plan.runs import RunStats
@@ -48,6 +49,7 @@ class VariantPlan:
     variant: Variant
     max_rate: list[MaxRateSearch]
     candidates: CandidateSearch | None
+    fleets: CandidateSearch | None = None  # plan.autoscaling, on the file's own traffic
 
 
 @dataclass(slots=True)
@@ -86,7 +88,7 @@ def load_variants(file: Path, overrides: list[str], plan: PlanConfig) -> list[Va
     return variants
 
 
-def _check_names(variants: list[Variant], plan: PlanConfig) -> None:
+def check_names(variants: list[Variant], plan: PlanConfig) -> None:
     """Unknown models or GPUs, or an objective they cannot give, are mistakes in the file:
     fail before running anything."""
     for variant in variants:
@@ -112,8 +114,19 @@ def build_searches(file: Path, variants: list[Variant], plan: PlanConfig,
             for setup in setups:  # every GPU kind priced, or none: fail before running
                 cost_per_hour(setup.gpus_by_hardware, prices)
             candidates = CandidateSearch(setups)
-        plans.append(VariantPlan(variant, max_rate, candidates))
+        fleets = None
+        if plan.autoscaling is not None:
+            fleets = CandidateSearch(priced(fleet_setups(file, variant, plan, slo, parameter),
+                                            plan_prices(variant.exp, plan)))
+        plans.append(VariantPlan(variant, max_rate, candidates, fleets))
     return plans
+
+
+def priced(setups: list[Setup], prices: dict[str, float]) -> list[Setup]:
+    """The setups, once every GPU kind they use is priced (or none is): fail before running."""
+    for setup in setups:
+        cost_per_hour(setup.gpus_by_hardware, prices)
+    return setups
 
 
 def load_parameter(plan: PlanConfig) -> str:
@@ -127,7 +140,7 @@ def run_plan(file: Path, overrides: list[str], out_dir: Path, executor: Executor
     exp, _ = load_experiment(file, overrides)
     plan, slo = plan_of(exp)
     variants = load_variants(file, overrides, plan)
-    _check_names(variants, plan)
+    check_names(variants, plan)
     seeds = replication_seeds(exp.seed, exp.replications)
     runner = PlanRunner(file, out_dir, seeds, executor, slo, plan.keep_up, on_round,
                         on_run_done)
@@ -135,8 +148,7 @@ def run_plan(file: Path, overrides: list[str], out_dir: Path, executor: Executor
     searches: list[Search] = []
     for variant_plan in plans:
         searches.extend(variant_plan.max_rate)
-        if variant_plan.candidates is not None:
-            searches.append(variant_plan.candidates)
+        searches += [s for s in (variant_plan.candidates, variant_plan.fleets) if s is not None]
     run_rounds(searches, runner)
     return PlanResult(exp, plan, slo, load_parameter(plan), seeds, plans)
 

@@ -11,6 +11,7 @@ from typing import Any
 from batchsim.apps.plan.candidates import rank, served_tokens
 from batchsim.apps.plan.cost import cost_per_hour, plan_prices, usd_per_million_tokens
 from batchsim.apps.plan.evaluate import MEETS, Evaluation
+from batchsim.apps.plan.fleet_records import fleet_row, rank_fleets
 from batchsim.apps.plan.max_rate import MaxRateSearch
 from batchsim.apps.plan.objective import resolve_objective
 from batchsim.apps.plan.pareto import pareto_front, pareto_points
@@ -79,6 +80,18 @@ def candidates_record(variant_plan: VariantPlan, target: float | None,
             "answer": best["label"] if best else None, "ranked": rows}
 
 
+def fleets_record(variant_plan: VariantPlan, prices: dict[str, float],
+                  objective: str) -> dict[str, Any]:
+    """The fleets on the file's own traffic, ranked (plan.autoscaling)."""
+    assert variant_plan.fleets is not None
+    rows = [{**evaluation_record(e, prices), **fleet_row(e, prices)}
+            for e in variant_plan.fleets.evaluations]
+    ranked = rank_fleets(rows, objective)
+    best = ranked[0] if ranked and ranked[0]["status"] == MEETS else None
+    return {"objective": objective, "answer": best["label"] if best else None,
+            "ranked": ranked}
+
+
 def all_evaluations(variant_plan: VariantPlan) -> list[Evaluation]:
     evaluations = [e for search in variant_plan.max_rate for e in search.evaluations]
     if variant_plan.candidates is not None:
@@ -107,6 +120,8 @@ def plan_document(result: PlanResult, versions: dict[str, str]) -> dict[str, Any
                                             objective),
             "pareto": pareto_record(variant_plan),
         })
+        if variant_plan.fleets is not None:  # only when asked: other plans keep their bytes
+            variants[-1]["autoscaling"] = fleets_record(variant_plan, prices, objective)
     return json_safe({
         "config": result.exp.model_dump(mode="json"),
         "versions": versions,
@@ -117,6 +132,8 @@ def plan_document(result: PlanResult, versions: dict[str, str]) -> dict[str, Any
             "max_rate": {v["name"]: {m["arm"]: m["answer"] for m in v["max_rate"]}
                          for v in variants},
             "cheapest": {v["name"]: (v["candidates"] or {}).get("answer") for v in variants},
+            **({"autoscaling": {v["name"]: v["autoscaling"]["answer"] for v in variants}}
+               if result.plan.autoscaling is not None else {}),
         },
         "variants": variants,
     })

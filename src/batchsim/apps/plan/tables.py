@@ -121,6 +121,25 @@ def ranked_table(variant: dict[str, Any], limit: int | None = None,
                       "TPOT p99 ms", "verdict"], rows)
 
 
+def _percent(value: Any) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def fleets_table(variant: dict[str, Any], full: bool = True) -> TextTable:
+    """The fleets on the file's own traffic: what each paid and how well it served."""
+    rows = [[str(row["rank"]), row["label"], _number(row["gpu_hours"], ",.3f"),
+             _number(row["usd"], ",.2f", prefix="$"),
+             _number(row["usd_per_million_output_tokens"], ",.2f", prefix="$"),
+             _number(row["replicas_paid_mean"], ",.2f"), _percent(row["slo_attainment"]),
+             _p99_ms(row, "ttft_p99_s"), _p99_ms(row, "tpot_p99_s"), _verdict(row, full)]
+            for row in variant["autoscaling"]["ranked"]]
+    return TextTable(f"{variant['name']}: fixed and autoscaled fleets on the file's traffic, "
+                     "ranked",
+                     ["#", "configuration", "GPU-hours", "$ paid", "$/M out tok",
+                      "replicas paid, mean", "SLO attainment", "TTFT p99 ms", "TPOT p99 ms",
+                      "verdict"], rows)
+
+
 def front_table(variant: dict[str, Any]) -> TextTable:
     rows = [[p["label"], str(p["gpus"]), format(p["tokens_per_s_per_gpu"], ",.0f"),
              format(p["tokens_per_s_per_user"], ",.1f")]
@@ -138,5 +157,8 @@ def all_tables(document: dict[str, Any], ranked_limit: int | None = None,
             tables.append(max_rate_detail_table(variant))
         if variant["candidates"]:
             tables.append(ranked_table(variant, ranked_limit, full))
-        tables.append(front_table(variant))
+        if variant.get("autoscaling"):
+            tables.append(fleets_table(variant, full))
+        if variant["max_rate"] or variant["candidates"]:  # fleets are not on the front
+            tables.append(front_table(variant))
     return tables

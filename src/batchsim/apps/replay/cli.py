@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
@@ -26,6 +25,7 @@ from batchsim.apps.replay.score import (
     summary_cells,
 )
 from batchsim.apps.replay.simulate import EngineChoice, replay_cases
+from batchsim.apps.terminal import output_console
 from batchsim.experiment.engine_profile import load_engine_profile
 from batchsim.experiment.output_folder import check_writable
 from batchsim.experiment.outputs import json_safe, versions
@@ -44,9 +44,7 @@ def run_replay_command(files: Sequence[Path], out: Path, requests_per_user: int,
     for ref in sorted(set(choice.profiles.values())):
         load_engine_profile(ref)  # a named profile that does not load fails here, not per case
     check_writable(out, ("replay.json", "replay.parquet", "report.html"))
-    console = Console()
-    if not console.is_terminal:  # a file or a pipe: the whole table, not 80 columns of it
-        console = Console(width=200)
+    console = output_console()  # a file or a pipe: the whole table, not 80 columns of it
     cases: list[MeasuredCase] = []
     skipped: list[Unreplayed] = []
     for file in files:

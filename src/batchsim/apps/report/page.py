@@ -10,6 +10,7 @@ import base64
 from html import escape
 from typing import Any
 
+from batchsim.apps.gpu_note import gpus_per_arm_note
 from batchsim.apps.report.figures import RenderedPlot
 from batchsim.apps.report.results import RunResults
 from batchsim.apps.report.table import comparison_table_html
@@ -41,7 +42,17 @@ def _context_lines(results: RunResults) -> list[str]:
     d: dict[str, Any] = deployment if isinstance(deployment, dict) else {}
     lines = [f"{label}: {d[key]}" for key, label in (("memory", "deployment"),
                                                      ("traffic", "traffic")) if d.get(key)]
-    return [*lines, ", ".join(setup_phrases(results.config))]
+    note = _gpus_note(results)
+    return [*lines, *([note] if note else []), ", ".join(setup_phrases(results.config))]
+
+
+def _gpus_note(results: RunResults) -> str | None:
+    """Each arm's GPUs, where an arm runs on more than the one replica the memory line plans."""
+    tp, pp = (results.config.get(key) for key in ("tensor_parallel", "pipeline_parallel"))
+    if not isinstance(tp, int) or not isinstance(pp, int):
+        return None
+    return gpus_per_arm_note(tp * pp, [(arm.label, arm.metrics.get("gpus"))
+                                       for arm in results.arms])
 
 
 def setup_phrases(config: dict[str, Any]) -> list[str]:

@@ -14,6 +14,7 @@ from batchsim.apps.interrupt import InterruptReported
 from batchsim.apps.sweep.outputs import print_sweep_table, write_sweep_outputs
 from batchsim.apps.sweep.points import SweepAxis, parse_axis
 from batchsim.apps.sweep.runs import RunOutcome, RunTask, SweepPlan, plan_sweep, run_sweep
+from batchsim.apps.terminal import output_console, print_plain
 from batchsim.experiment.loader import ConfigError, load_experiment
 from batchsim.experiment.output_folder import hold_folder, output_folder
 from batchsim.experiment.schema import Experiment
@@ -82,14 +83,15 @@ def run_sweep_command(file: Path, overrides: list[str], params: list[str], out: 
                            address=address)
     except KeyboardInterrupt:
         # One line, no traceback: the executor has already stopped its workers.
-        Console(stderr=True).print(tally.interrupted_line(), highlight=False, soft_wrap=True)
+        Console(stderr=True).print(tally.interrupted_line(), markup=False, highlight=False,
+                                   soft_wrap=True)
         raise InterruptReported() from None
 
 
 def _run_sweep_command(file: Path, overrides: list[str], params: list[str], out: Path | None,
                        tally: SweepTally, *, jobs: int, executor: str,
                        address: str | None) -> None:
-    console = Console()
+    console = output_console()
     exp, _ = load_experiment(file, overrides)
     axes = sweep_axes(exp, params)
     if not axes and exp.replications == 1:
@@ -102,10 +104,10 @@ def _run_sweep_command(file: Path, overrides: list[str], params: list[str], out:
     # a report) into this folder is refused now, not once its runs are done.
     with hold_folder(out_dir):
         tally.folder, tally.runs = out_dir, len(plan.tasks)
-        console.print(f"sweeping {exp.name}: {len(plan.points)} points x {len(plan.seeds)} "
-                      f"replications = {len(plan.tasks)} runs", highlight=False)
+        print_plain(console, f"sweeping {exp.name}: {len(plan.points)} points x "
+                             f"{len(plan.seeds)} replications = {len(plan.tasks)} runs")
         rows = _run_with_progress(plan, runner, tally, console)
-        console.print(tally.arms_line(), highlight=False, soft_wrap=True)
+        print_plain(console, tally.arms_line())
         print_sweep_table(rows, console)
         written = write_sweep_outputs(out_dir, exp, plan, rows)
     _print_written(out_dir, written, console)
@@ -129,6 +131,5 @@ def _print_written(out_dir: Path, written: list[Path], console: Console) -> None
     from batchsim.apps.report.build import PLOTS_DIR, REPORT_FILE  # loaded by the writing
 
     for path in written:
-        console.print(f"wrote {path}", highlight=False)
-    console.print(f"wrote {out_dir / REPORT_FILE} (and its PNGs in {out_dir / PLOTS_DIR})",
-                  highlight=False)
+        print_plain(console, f"wrote {path}")
+    print_plain(console, f"wrote {out_dir / REPORT_FILE} (and its PNGs in {out_dir / PLOTS_DIR})")

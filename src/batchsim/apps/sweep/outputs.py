@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from batchsim.apps.report.results import read_summary
@@ -105,12 +106,14 @@ def print_sweep_table(rows: list[dict[str, Any]], console: Console) -> None:
     table = Table(title="sweep: mean ± 95% CI half-width over replications")
     parameters = list(rows[0]["point"]) if rows else []
     for name in parameters:
-        table.add_column(name.rsplit(".", 1)[-1])
+        table.add_column(escape(name.rsplit(".", 1)[-1]))
     table.add_column("arm")
     for label, *_ in _COLUMNS:
         table.add_column(label, justify="right")
     for row in rows:
         cells = [_cell(row["metrics"], row["ci95"], path, scale, fmt)
                  for _, path, scale, fmt in _COLUMNS]
-        table.add_row(*(str(row["point"][p]) for p in parameters), row["arm"], *cells)
+        # Points and arm names are the user's: escaped, so brackets print instead of styling.
+        table.add_row(*(escape(str(row["point"][p])) for p in parameters), escape(row["arm"]),
+                      *cells)
     console.print(table)

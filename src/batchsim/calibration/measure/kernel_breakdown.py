@@ -28,6 +28,10 @@ from typing import Any
 
 import pandas as pd
 
+from batchsim.calibration.measure.breakdown_defaults import (
+    DEFAULT_DECODE_POINTS,
+    DEFAULT_PREFILL_LENGTHS,
+)
 from batchsim.calibration.measure.forward import (
     RandomDenseModel,
     StepShape,
@@ -40,8 +44,6 @@ from batchsim.gpu.model_spec import ModelSpec
 
 Row = dict[str, object]
 
-DEFAULT_PREFILL_LENGTHS = (512, 2048, 8192)
-DEFAULT_DECODE_POINTS = ((32, 2048), (128, 2048))  # (batch, context)
 TOP_KERNELS = 15
 NAME_CHARS = 200  # kernel names are C++ templates, some thousands of characters long
 

@@ -83,11 +83,18 @@ from batchsim.experiment.schema.ordering import (
 )
 from batchsim.experiment.schema.output import OutputConfig
 from batchsim.experiment.schema.plan import (
+    PlanAutoscalingConfig,
     PlanCandidatesConfig,
     PlanConfig,
+    PlanDisaggregatedConfig,
     PlanKeepUpConfig,
     PlanRateConfig,
     PlanWhatIfConfig,
+)
+from batchsim.experiment.schema.pool_autoscaler import (
+    DecodeScalerConfig,
+    DisaggregatedAutoscalerConfig,
+    PrefillScalerConfig,
 )
 from batchsim.experiment.schema.simulation import SimulationConfig
 from batchsim.experiment.schema.slo import SLOConfig
@@ -129,7 +136,9 @@ __all__ = [
     "ContinuousArm",
     "CorpusLengths",
     "DTypeConfig",
+    "DecodeScalerConfig",
     "DisaggregatedArm",
+    "DisaggregatedAutoscalerConfig",
     "DiurnalArrivals",
     "EmpiricalComponent",
     "EmpiricalLength",
@@ -152,13 +161,16 @@ __all__ = [
     "NonNegative",
     "OrderingConfig",
     "OutputConfig",
+    "PlanAutoscalingConfig",
     "PlanCandidatesConfig",
     "PlanConfig",
+    "PlanDisaggregatedConfig",
     "PlanKeepUpConfig",
     "PlanRateConfig",
     "PlanWhatIfConfig",
     "PoissonArrivals",
     "Positive",
+    "PrefillScalerConfig",
     "PriorityOrdering",
     "RateCurveArrivals",
     "SLOConfig",

@@ -16,6 +16,7 @@ from batchsim.experiment.schema.common import (
 )
 from batchsim.experiment.schema.gateway import GatewayConfig
 from batchsim.experiment.schema.ordering import FcfsOrdering, OrderingConfig
+from batchsim.experiment.schema.pool_autoscaler import DisaggregatedAutoscalerConfig
 from batchsim.experiment.schema.speculative import SpeculativeConfig
 
 
@@ -290,16 +291,21 @@ class DisaggregatedArm(ConfigModel):
     kv_link: KVLinkConfig = Field(default_factory=KVLinkConfig)
     """The link between the pools."""
 
+    autoscaler: DisaggregatedAutoscalerConfig | None = None
+    """Scale the prefill and the decode pool separately during the run (prefill against a
+    TTFT target, decode against an ITL target; docs/how-to/autoscaling.md); null: the fixed
+    `prefill_replicas` and `decode_replicas`, which may not be set beside it."""
+
     @model_validator(mode="before")
     @classmethod
-    def _no_autoscaler(cls, data: object) -> object:
-        # Per-pool scaling (prefill against TTFT, decode against ITL) is not modelled yet:
-        # say so rather than "extra inputs are not permitted".
-        if isinstance(data, dict) and "autoscaler" in data:
-            raise rule_error("autoscaler", "autoscaling is modelled for colocated arms "
-                                           "(static, continuous, chunked_prefill), not yet for "
-                                           "disaggregated ones: size the pools with "
-                                           "prefill_replicas and decode_replicas")
+    def _one_size_per_pool(cls, data: object) -> object:
+        # Each pool's size is its scaler's: a fixed count beside it is ambiguous.
+        if isinstance(data, dict) and data.get("autoscaler") is not None:
+            for key in ("prefill_replicas", "decode_replicas"):
+                if key in data:
+                    raise rule_error(key, "an arm with an `autoscaler` sizes its pools with "
+                                          "autoscaler.prefill and autoscaler.decode "
+                                          f"(min_replicas/max_replicas); remove {key}")
         return data
 
 

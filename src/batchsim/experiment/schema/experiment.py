@@ -23,6 +23,7 @@ from batchsim.experiment.schema.simulation import SimulationConfig
 from batchsim.experiment.schema.slo import SLOConfig
 from batchsim.experiment.schema.slo_classes import check_slo_classes
 from batchsim.experiment.schema.sweep import SweepConfig
+from batchsim.experiment.schema.trace import check_trace_file_names
 from batchsim.experiment.schema.workload import WorkloadConfig
 
 
@@ -164,21 +165,13 @@ class Experiment(ConfigModel):
         return self
 
     @model_validator(mode="after")
-    def _autoscalers_fit_the_router(self) -> Self:
-        # The weighted router's signal view keeps per-replica state by position in a fixed
-        # list; an autoscaled pool's routable list changes during the run.
-        if isinstance(self.router, str):
-            return self
-        for index, arm in enumerate(self.policies):
-            if getattr(arm, "autoscaler", None) is not None:
-                raise rule_error(f"policies.{index}.autoscaler",
-                                 "an autoscaled pool is not modelled behind the weighted router "
-                                 "yet; use a named router (least_outstanding, shared_queue, ...)")
+    def _gateways_fit_the_workload(self) -> Self:
+        check_slo_classes(self.policies, self.workload)
         return self
 
     @model_validator(mode="after")
-    def _gateways_fit_the_workload(self) -> Self:
-        check_slo_classes(self.policies, self.workload)
+    def _arm_names_make_trace_files(self) -> Self:
+        check_trace_file_names([arm.name for arm in self.policies], self.output.trace)
         return self
 
     @property

@@ -1,7 +1,7 @@
 """Capacity planning questions for `batchsim plan`: max-rate search, candidate
 configurations, the overload test and what-ifs."""
 
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -42,11 +42,49 @@ class PlanRateConfig(ConfigModel):
         return self
 
 
+def _distinct(values: list[Any] | None, key: str) -> None:
+    """A value listed twice would be the same candidate twice, under one label."""
+    if values is not None and len(set(values)) < len(values):
+        raise rule_error(key, f"lists a value twice (got {values})")
+
+
+class PlanDisaggregatedConfig(ConfigModel):
+    """Prefill:decode splits tried for the `disaggregated` arms among the candidates: pool
+    sizes (replicas per pool, by GPU budget or listed) times per-pool tensor parallelism.
+    With it, these arms take their pools' tensor parallelism from here, not from
+    `candidates.tensor_parallel` (which then applies to colocated arms only)."""
+
+    gpus: list[AtLeastOne] | None = Field(default=None, min_length=1)
+    """GPU budgets: for each, every split with `prefill_replicas × prefill TP + decode_replicas
+    × decode TP` equal to it (at least one replica per pool); null: the replica lists below."""
+    prefill_replicas: list[AtLeastOne] | None = Field(default=None, min_length=1)
+    """Prefill replica counts to try (not with `gpus`); null: the arm's `prefill_replicas`."""
+    decode_replicas: list[AtLeastOne] | None = Field(default=None, min_length=1)
+    """Decode replica counts to try (not with `gpus`); null: the arm's `decode_replicas`."""
+    prefill_tensor_parallel: list[AtLeastOne] | None = Field(default=None, min_length=1)
+    """GPUs per prefill replica to try; null: the arm's `prefill_tensor_parallel`, else the
+    experiment's `tensor_parallel`."""
+    decode_tensor_parallel: list[AtLeastOne] | None = Field(default=None, min_length=1)
+    """GPUs per decode replica to try; null: the arm's `decode_tensor_parallel`, else the
+    experiment's `tensor_parallel`."""
+
+    @model_validator(mode="after")
+    def _one_way_to_size(self) -> Self:
+        for key in ("gpus", "prefill_replicas", "decode_replicas", "prefill_tensor_parallel",
+                    "decode_tensor_parallel"):
+            _distinct(getattr(self, key), key)
+        if self.gpus is not None and (self.prefill_replicas or self.decode_replicas):
+            raise rule_error("gpus", "give GPU budgets or prefill_replicas/decode_replicas "
+                                     "lists, not both")
+        return self
+
+
 class PlanCandidatesConfig(ConfigModel):
     """The configurations tried at `target_rate`: every combination of these lists (absent
     lists keep the experiment's value). A `disaggregated` arm sizes its own pools, so
     `replicas` does not apply to it (its pools take `hardware` and `tensor_parallel` only
-    where the arm leaves them null)."""
+    where the arm leaves them null; with `disaggregated`, their sizes and tensor parallelism
+    come from there)."""
 
     hardware: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None,
                                                                         min_length=1)
@@ -61,6 +99,46 @@ class PlanCandidatesConfig(ConfigModel):
     policies: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None,
                                                                         min_length=1)
     """Names of this file's arms to try (each with its knobs); null: every arm."""
+    disaggregated: PlanDisaggregatedConfig | None = None
+    """Prefill:decode splits and per-pool tensor parallelism for the `disaggregated` arms
+    tried; null: each such arm's own pools (with `hardware` and `tensor_parallel` above)."""
+
+
+class PlanAutoscalingConfig(ConfigModel):
+    """Fleet sizing on the file's own traffic (not at `target_rate`: a load that varies over
+    the run, such as a diurnal day, is what an autoscaler is for): fixed replica counts and
+    autoscaler bounds of colocated arms, each run on the experiment's deployment and judged by
+    the SLO, with the GPU-hours and dollars it paid over the measured window."""
+
+    policies: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None,
+                                                                        min_length=1)
+    """Names of this file's colocated arms to size; null: every colocated arm. An arm's own
+    `autoscaler` (or the defaults) gives the knobs not listed here."""
+    fixed_replicas: list[AtLeastOne] = Field(default_factory=list)
+    """Fixed replica counts to compare with (the arm without its autoscaler)."""
+    min_replicas: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)
+    """Autoscaler lower bounds to try; null: the arm's (1 without an autoscaler)."""
+    max_replicas: list[AtLeastOne] | None = Field(default=None, min_length=1)
+    """Autoscaler upper bounds to try; pairs with min_replicas > max_replicas are skipped;
+    null: the arm's (4 without an autoscaler)."""
+    target: list[Positive] | None = Field(default=None, min_length=1)
+    """Autoscaler targets per replica to try; null: the arm's (8 without an autoscaler)."""
+    autoscaled: bool = True
+    """Try the autoscaled candidates (false: the fixed counts only)."""
+
+    @model_validator(mode="after")
+    def _axes_make_candidates(self) -> Self:
+        for key in ("fixed_replicas", "min_replicas", "max_replicas", "target"):
+            _distinct(getattr(self, key), key)
+        if self.min_replicas and self.max_replicas and \
+                min(self.min_replicas) > max(self.max_replicas):
+            raise rule_error("min_replicas", f"every bound exceeds every max_replicas "
+                                             f"(got {self.min_replicas} and "
+                                             f"{self.max_replicas}): no pair to try")
+        if not self.autoscaled and not self.fixed_replicas:
+            raise rule_error("fixed_replicas", "required with autoscaled: false (nothing to "
+                                               "try otherwise)")
+        return self
 
 
 class PlanKeepUpConfig(ConfigModel):
@@ -118,11 +196,15 @@ class PlanConfig(ConfigModel):
     """The overload (growing queue) test every run must pass."""
     what_if: list[PlanWhatIfConfig] = Field(default_factory=list)
     """Variants of the whole plan, each with its own overrides."""
+    autoscaling: PlanAutoscalingConfig | None = None
+    """Fixed and autoscaled fleets of colocated arms on the file's own traffic, ranked by
+    what they paid over the run; null: none."""
 
     @model_validator(mode="after")
     def _something_to_plan(self) -> Self:
-        if self.rate is None and self.target_rate is None:
-            raise rule_error("", "give rate (max-rate search) or target_rate (candidates)")
+        if self.rate is None and self.target_rate is None and self.autoscaling is None:
+            raise rule_error("", "give rate (max-rate search), target_rate (candidates) or "
+                                 "autoscaling (fleet sizing)")
         if self.candidates is not None and self.target_rate is None:
             raise rule_error("target_rate", "required with candidates")
         names = [what_if.name for what_if in self.what_if]
