@@ -32,9 +32,9 @@ from batchsim.gpu.calibration_record import FAMILIES, CalibrationRecord, HeldOut
 from batchsim.gpu.hardware import MOE_KEYS, QUANT_KEYS, SM_TERMS, GpuProfile, RooflineEfficiency
 
 METHOD = (
-    "batchsim calibrate fit: per operator family, Levenberg-Marquardt with a soft-L1 loss "
-    "(scale 0.1) on log(predicted / measured), best of several starts and of both settings of "
-    "each yes/no key; predicted by batchsim.gpu.roofline"
+    "batchsim calibrate fit: per operator family, scipy least_squares (trf) with a soft-L1 "
+    "loss (scale 0.1) on log(predicted / measured), best of several starts and of both "
+    "settings of each yes/no key; predicted by batchsim.gpu.roofline"
 )
 ALWAYS_PRIOR = ("step_overhead_s", "per_seq_overhead_s")
 """Engine overheads (scheduling, sampling) that no operator microbenchmark measures."""
