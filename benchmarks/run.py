@@ -1,11 +1,14 @@
-"""Speed benchmarks (docs/design.md §11): simulated requests and tokens per wall second, peak
-memory.
+"""Speed benchmarks (docs/design.md §11, docs/performance.md): simulated requests and tokens
+per wall second, CPU seconds (of the whole run and of the simulation alone), peak memory, each
+beside its target.
 
     python -m benchmarks.run              # all
     python -m benchmarks.run a c          # some
     python -m benchmarks.run a --set simulation.fast_path=false
+    python -m benchmarks.run d            # CPU per request on 1 and on 64 replicas
 
-Each benchmark runs in its own process so that its peak memory (max RSS) is its own.
+Each benchmark (and each case of (d)) runs in its own process so that its peak memory (max RSS)
+is its own.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -26,6 +31,21 @@ BENCHMARKS = {
     "c": ("closed loop 256 x (1k prompt, 8k output), Llama-3.1-70B TP4",
           HERE / "closed_loop_70b.yaml"),
 }
+# Issue #23's targets, printed beside the measured values.
+TARGETS = {
+    "a": "target: simulation <= 1 s CPU",
+    "b": "target: <= 30 s CPU, <= 1,024 MB",
+}
+
+# (d): the same traffic per replica on one replica and on many.
+SCALING = HERE / "replica_scaling.yaml"
+SCALING_REPLICAS = (1, 64)
+SCALING_ROUTERS = ("round_robin", "least_outstanding")
+SCALING_RATE_PER_REPLICA = 10.0  # requests per second, as in the file
+# The same requests in every case (a longer run on fewer replicas), so that the fixed costs
+# of a run weigh the same in each CPU-per-request figure.
+SCALING_REQUESTS = 32_000
+SCALING_TARGET = 1.3  # CPU per request at 64 replicas over one replica, round robin
 
 
 def measure(experiment: Path, overrides: list[str]) -> dict[str, float]:
@@ -35,7 +55,8 @@ def measure(experiment: Path, overrides: list[str]) -> dict[str, float]:
 
     exp, base_dir = load_experiment(experiment, overrides)
     started, cpu_started = time.perf_counter(), time.process_time()
-    result = run_experiment(exp, base_dir)
+    with _simulation_cpu() as simulation_cpu:
+        result = run_experiment(exp, base_dir)
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
     requests = sum(len(arm.requests) for arm in result.arms)
@@ -44,6 +65,7 @@ def measure(experiment: Path, overrides: list[str]) -> dict[str, float]:
     return {
         "wall_s": wall,
         "cpu_s": cpu,
+        "simulation_cpu_s": simulation_cpu[0],
         "requests": requests,
         "output_tokens": tokens,
         "requests_per_s": requests / wall,
@@ -52,9 +74,67 @@ def measure(experiment: Path, overrides: list[str]) -> dict[str, float]:
     }
 
 
+@contextmanager
+def _simulation_cpu() -> Iterator[list[float]]:
+    """CPU seconds spent inside `Simulation.run` (every arm's, summed; a subclass's run that
+    calls the base's counts once), as a one-element list filled while the block runs."""
+    from batchsim.sim.engine import Simulation
+
+    spent = [0.0]
+    original = Simulation.run
+    depth = [0]
+
+    def timed(self: Simulation) -> object:
+        depth[0] += 1
+        started = time.process_time()
+        try:
+            return original(self)
+        finally:
+            depth[0] -= 1
+            if depth[0] == 0:
+                spent[0] += time.process_time() - started
+
+    Simulation.run = timed  # type: ignore[method-assign,assignment]
+    try:
+        yield spent
+    finally:
+        Simulation.run = original  # type: ignore[method-assign]
+
+
+def _child(path: Path, overrides: list[str]) -> dict[str, float]:
+    command = [sys.executable, "-m", "benchmarks.run", "--child", str(path)]
+    for override in overrides:
+        command += ["--set", override]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    stats: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return stats
+
+
+def _scaling(overrides: list[str]) -> None:
+    """(d): CPU seconds per simulated request for each router, on each replica count, and
+    the ratio of the largest count to one replica."""
+    print(f"(d) {SCALING_REQUESTS:,} Poisson requests, {SCALING_RATE_PER_REPLICA:g}/s per "
+          f"replica, on {' and on '.join(map(str, SCALING_REPLICAS))} replicas:", flush=True)
+    for router in SCALING_ROUTERS:
+        per_request = []
+        for replicas in SCALING_REPLICAS:
+            case = [f"replicas={replicas}", f"router={router}",
+                    f"workload.arrivals.rate={SCALING_RATE_PER_REPLICA * replicas}",
+                    f"workload.num_requests={SCALING_REQUESTS}"]
+            stats = _child(SCALING, case + overrides)
+            per_request.append(stats["cpu_s"] / stats["requests"])
+            print(f"    {router}, {replicas} replica(s): {stats['cpu_s']:.2f} s CPU "
+                  f"(simulation {stats['simulation_cpu_s']:.2f} s), {stats['requests']:,} "
+                  f"requests, {per_request[-1] * 1e6:.0f} us CPU per request", flush=True)
+        target = (f", target <= {SCALING_TARGET:g}x" if router == "round_robin"
+                  else " (reads every replica's load: no target)")
+        print(f"    {router}: {SCALING_REPLICAS[-1]} replicas / 1 replica, CPU per request: "
+              f"{per_request[-1] / per_request[0]:.2f}x{target}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("which", nargs="*", default=sorted(BENCHMARKS))
+    parser.add_argument("which", nargs="*", default=[*sorted(BENCHMARKS), "d"])
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -62,16 +142,16 @@ def main() -> None:
         print(json.dumps(measure(Path(args.child), args.overrides)))
         return
     for key in args.which:
+        if key == "d":
+            _scaling(args.overrides)
+            continue
         title, path = BENCHMARKS[key]
-        command = [sys.executable, "-m", "benchmarks.run", "--child", str(path)]
-        for override in args.overrides:
-            command += ["--set", override]
-        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-        stats = json.loads(out.strip().splitlines()[-1])
-        print(f"({key}) {title}: {stats['wall_s']:.2f} s wall ({stats['cpu_s']:.2f} s CPU), "
-              f"{stats['requests']:,} requests, "
+        stats = _child(path, args.overrides)
+        target = f"; {TARGETS[key]}" if key in TARGETS else ""
+        print(f"({key}) {title}: {stats['wall_s']:.2f} s wall ({stats['cpu_s']:.2f} s CPU, "
+              f"simulation {stats['simulation_cpu_s']:.2f} s), {stats['requests']:,} requests, "
               f"{stats['requests_per_s']:,.0f} req/s, {stats['tokens_per_s']:,.0f} tokens/s, "
-              f"peak RSS {stats['peak_rss_mb']:,.0f} MB", flush=True)
+              f"peak RSS {stats['peak_rss_mb']:,.0f} MB{target}", flush=True)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,17 @@ BASE = ("name: e\nmodel: {model}\nhardware: h100-sxm\ntensor_parallel: {tp}\n"
      "tensor_parallel: llama-3.1-70b in bf16 needs 141.1 GB of weights per GPU"),
     ("llama-3.1-8b", 1, "{name: a, kind: continuous, max_num_batched_tokens: 512}",
      "policies.0.max_num_batched_tokens: 512 is smaller than max_model_len=131072"),
-    ("llama-3.1-8b", 16, "{name: a, kind: continuous}",
-     "tensor_parallel: tensor_parallel=16 spans more than the 8 GPUs of one h100-sxm node"),
-    ("llama-3.1-8b", 1, "{name: a, kind: continuous, deployment: {tensor_parallel: 16}}",
-     "policies.0.deployment: tensor_parallel: tensor_parallel=16 spans more than"),
+    ("llama-3.1-8b", 1, "{name: a, kind: continuous, deployment: {tensor_parallel: 16, "
+     "hardware: a100-sxm-80gb}}",
+     "policies.0.deployment: tensor_parallel: tensor_parallel=16 spans more than the 8-GPU "
+     "NVLink domain of a100-sxm-80gb"),
+    ("llama-3.1-8b", 1, "{name: a, kind: continuous, speculative: {draft_model: qwen2.5-7b, "
+     "num_speculative_tokens: 2, acceptance: {kind: constant, rate: 0.7}}}",
+     "policies.0.speculative: draft_model: qwen2.5-7b has a vocabulary of 152064 tokens"),
+    ("llama-3.1-8b", 1, "{name: a, kind: continuous, deployment: {hardware: a100-sxm-80gb}, "
+     "speculative: {method: mtp, draft_tensor_parallel: 16, num_speculative_tokens: 2, "
+     "acceptance: {kind: constant, rate: 0.7}}}",
+     "policies.0.speculative: draft_tensor_parallel=16 spans more than the 8-GPU NVLink domain"),
 ])
 def test_validate_and_run_refuse_it_alike(tmp_path: Path, model: str, tp: int, arm: str,
                                           message: str) -> None:

@@ -126,8 +126,8 @@ def test_unknown_key_inside_an_arm(write_yaml: WriteYaml, minimal_data: dict) ->
     assert only_problem(write_yaml(minimal_data)) == (
         "policies.1.max_num_seq: unknown key (expected one of: name, kind, max_num_seqs, "
         "max_num_batched_tokens, preemption, admission, admission_reserve, prefix_caching, "
-        "kv_allocation, ordering, deployment, speculative, autoscaler, preemption_victim, "
-        "gateway); did you mean 'max_num_seqs'?"
+        "kv_tiers, kv_allocation, ordering, deployment, speculative, autoscaler, "
+        "preemption_victim, gateway); did you mean 'max_num_seqs'?"
     )
 
 

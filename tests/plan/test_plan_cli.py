@@ -50,7 +50,8 @@ def test_plan_writes_its_answer_tables_and_front_deterministically(tmp_path: Pat
     assert "over 1 replications" not in markdown
     page = (tmp_path / "a" / "report.html").read_text()
     assert unsure in page
-    assert page.count("<img src=\"data:image/png;base64,") == 1  # the front, embedded
+    # The ranking, the bisections and the front, embedded.
+    assert page.count("<img src=\"data:image/png;base64,") == 3
     assert "vllm h100-sxm tp1 x1" in page and "Pareto front" in page
     _plan(file, tmp_path / "b")
     for name in ("plan.json", "plan.md", "pareto.png", "report.html"):

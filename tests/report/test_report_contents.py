@@ -10,6 +10,7 @@ import pandas as pd
 from batchsim.apps.report.build import write_report
 from batchsim.apps.report.results import load_results
 from batchsim.apps.report.table import comparison_table_html, duration, table_rows
+from tests.report.html_grid import table_cells, table_text
 from tests.report.synthetic import write_folder
 
 IMAGE = '<img src="data:image/png;base64,'
@@ -64,9 +65,10 @@ def test_unknown_summary_keys_are_ignored_and_known_optional_ones_shown(tmp_path
              "tenants": {"chat": {"ttft_s": {"p50": 0.1, "p99": 0.3}, "slo_attainment": 0.97}}}
     folder = write_folder(tmp_path / "r", {"a": 0}, extra_metrics=extra)
     page = comparison_table_html(load_results(folder))
+    rows = {row[0]: row[1:] for row in table_text(page)}
     for label, cell in (("GPUs", "3"), ("KV transfer p50 / p99", "2.0 ms / 4.0 ms"),
                         ("tenant chat: SLO attainment", "97.0%")):
-        assert f'<th scope="row">{label}</th><td>{cell}</td>' in page, label
+        assert rows[label] == [cell], label
     assert "some_future_metric" not in page
 
 
@@ -89,3 +91,17 @@ def test_itl_rows_show_the_max_and_each_requests_longest_gap() -> None:
     rows = dict(table_rows([metrics]))
     assert rows["ITL p50 / p99 / max"] == [("17.4 ms / 1.05 s / 3.72 s", False)]
     assert rows["per-request max gap p50 / p99"] == [("101.6 ms / 1.86 s", False)]
+
+
+def test_the_table_cells_read_as_the_rows_say(tmp_path: Path) -> None:
+    """Laid out by Styler, the table shows exactly `table_rows`' text, escaped once, with the
+    alert class on the alert cells only."""
+    folder = write_folder(tmp_path / "r", {"a": 0, "b <&> c": 3})
+    results = load_results(folder)
+    cells = table_cells(comparison_table_html(results))
+    rows = table_rows([arm.metrics for arm in results.arms])
+    assert [text for _, _, text in cells[0]] == ["metric", "a", "b <&> c"]
+    assert [[text for _, _, text in row] for row in cells[1:]] == [
+        [label, *(text for text, _ in row)] for label, row in rows]
+    assert [["alert" in css.split() for _, css, _ in row[1:]] for row in cells[1:]] == [
+        [alert for _, alert in row] for _, row in rows]

@@ -107,9 +107,10 @@ def test_tensor_parallel_must_divide_the_query_heads() -> None:
         _plan("llama-3.1-8b", tensor_parallel=3)
 
 
-def test_tensor_parallel_cannot_span_nodes() -> None:
-    with pytest.raises(ValueError, match="across nodes"):
-        _plan("llama-3.1-70b", tensor_parallel=16)
+def test_tensor_parallel_spans_nodes_only_where_the_profile_gives_the_network() -> None:
+    with pytest.raises(ValueError, match="gives no network between domains"):
+        _plan("llama-3.1-70b", "a100-sxm-80gb", tensor_parallel=16)
+    assert _plan("llama-3.1-70b", tensor_parallel=16).num_blocks > 0  # two HGX H100 nodes
 
 
 @pytest.mark.parametrize(

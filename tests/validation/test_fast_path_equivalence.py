@@ -322,6 +322,48 @@ def test_fast_path_matches_stepping_one_by_one_with_prefix_caching(
     assert fast.arms[0].metrics["prefix_cache"]["cached_tokens"] >= 0
 
 
+# Lower KV tiers (a Llama-3.1-8B block of 16 tokens is 2.1 MB): a few hundred blocks each, so
+# decode growth evicts into them, cascades push blocks down and admissions load them back.
+kv_tiers = st.sampled_from([
+    [{"kind": "cpu", "capacity_gb": 0.3, "bandwidth_gb_s": 20.0}],
+    [{"kind": "cpu", "capacity_gb": 0.2, "bandwidth_gb_s": 20.0},
+     {"kind": "disk", "capacity_gb": 1.0, "bandwidth_gb_s": 2.0}],
+    [{"kind": "cpu", "capacity_gb": 0.0}, {"kind": "remote", "capacity_gb": 0.5}],
+])
+
+
+@settings(max_examples=2, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(arm={"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32,
+              "mixed_prefill": False},
+         tiers=[{"kind": "cpu", "capacity_gb": 0.2, "bandwidth_gb_s": 20.0},
+                {"kind": "disk", "capacity_gb": 1.0, "bandwidth_gb_s": 2.0}],
+         load="layerwise", blocks=700, rate=1.0, start=0, replicas=1, seed=0)
+@given(arm=prefix_arms, tiers=kv_tiers, load=st.sampled_from(["blocking", "layerwise"]),
+       blocks=st.sampled_from([700, 1500]), rate=st.floats(0.5, 20.0),
+       start=st.sampled_from([0, 60, 150]), replicas=st.integers(1, 2),
+       seed=st.integers(0, 1000))
+def test_fast_path_matches_stepping_one_by_one_with_kv_tiers(
+        tmp_path: Path, arm, tiers, load, blocks, rate, start, replicas, seed):
+    """Blocks a stretch's growth evicts move down the tiers in the order stepping one by one
+    evicts them, and a head waiting on tier hits stops a stretch before an eviction could
+    push them out (swap arms pin their blocks in a CPU tier)."""
+    exp = base_experiment(
+        seed=seed, max_model_len=16384, replicas=replicas, router="least_outstanding",
+        kv_cache={"num_blocks": blocks, "prefix_caching": True, "tiers": tiers,
+                  "tier_load": load},
+        workload={
+            "arrivals": {"kind": "trace", "path": "mooncake-conversation", "format": "mooncake",
+                         "window_s": [start, start + 150],
+                         "filter": {"max_prompt_tokens": 8000}, "target_rate": rate},
+            "num_requests": 60,
+        },
+        policies=[arm], output={"timeseries_bin_s": 0.5},
+    )
+    fast = _assert_paths_agree(tmp_path, exp)
+    assert set(fast.arms[0].metrics["kv_tiers"]["tiers"]) == {tier["kind"] for tier in tiers}
+
+
 @settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arm=prefix_arms, blocks=st.sampled_from([None, 300, 1000]),

@@ -38,6 +38,7 @@ _USER_ERRORS: ClassNames = (
     ("batchsim.experiment.loader", "ConfigError"),
     ("batchsim.experiment.policy_factory", "ArmError"),
     ("batchsim.experiment.engine_profile", "EngineProfileError"),
+    ("batchsim.experiment.speculative_setup", "SpeculativeSetupError"),
     ("batchsim.gpu.hardware", "HardwareError"),
     ("batchsim.gpu.model_spec", "ModelError"),
     ("batchsim.gpu.memory", "ModelDoesNotFitError"),
@@ -158,12 +159,18 @@ def _print_report_written(results_dir: Path, console: Console) -> None:
 @app.command()
 def report(
     results_dir: Annotated[Path, typer.Argument(
-        help="A folder written by `batchsim run` or `batchsim sweep`.")],
+        help="A folder written by `batchsim run`, `batchsim sweep` or `batchsim plan`.")],
 ) -> None:
     """Rebuild RESULTS_DIR/report.html and its plots from the files there, without simulating."""
+    from batchsim.apps.plan.rebuild import is_plan_folder, rebuild_plan_report
     from batchsim.apps.report.rebuild import rebuild_report  # matplotlib only when drawing
 
     console = output_console()
+    if is_plan_folder(results_dir):  # a plan's page and front, from its plan.json
+        with _user_errors(results_dir):
+            page = rebuild_plan_report(results_dir)
+        print_plain(console, f"wrote {page} (and {page.parent / 'pareto.png'})")
+        return
     with _user_errors(results_dir):
         rebuild_report(results_dir)  # under the folder's lock, moved in whole
     _print_report_written(results_dir, console)

@@ -210,7 +210,9 @@ _SHORTFALLS += """
   unfitted. The benchmark routes round-robin, touching min(E, T·k) experts; the simulator
   routes at random, touching fewer at small T: each is priced on its own load by the same
   kernel function. Not fitted: power-law routing (skew is the deployment's `moe_imbalance`),
-  the all-to-all (spec bandwidth: docs/how-to/moe.md). The table below compares the dense
+  the all-to-all (spec bandwidth: docs/how-to/moe.md), nor anything that crosses NVLink
+  domains (the NIC's spec rate and NCCL's per-step network latency:
+  docs/how-to/multi-node.md). The table below compares the dense
   keys' price with the fitted one on the shipped held-out samples.
 - **Not fitted, MLA:** absorbed decode and non-absorbed prefill are priced by the GQA
   attention keys with MLA's shapes (`gpu/moe_cost.py`, `attention_shape`); the wheel's MLA

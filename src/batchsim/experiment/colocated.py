@@ -9,6 +9,7 @@ from pathlib import Path
 
 from batchsim.experiment.autoscaling import autoscaler_of, autoscaler_settings
 from batchsim.experiment.deployment import Deployment
+from batchsim.experiment.kv_tier_setup import TierSizing
 from batchsim.experiment.policy_factory import build_policy
 from batchsim.experiment.routing import build_router
 from batchsim.experiment.schema import Arm, ChunkedPrefillArm, ContinuousArm, Experiment
@@ -71,7 +72,8 @@ def build_colocated(exp: Experiment, arm_exp: Experiment, arm: Arm, index: int,
                      swap_blocks=deployment.swap_blocks, max_model_len=max_model_len,
                      prefix_caching=exp.kv_cache.prefix_caching, kv_cache=exp.kv_cache,
                      speculation=speculations[replica] if speculations else None,
-                     sequence_blocks=deployment.memory.sequence_blocks)
+                     sequence_blocks=deployment.memory.sequence_blocks,
+                     tier_sizing=tier_sizing(exp, deployment))
         for replica in range(arm_exp.replicas)
     ]
     shared_queue = exp.router == "shared_queue"
@@ -85,6 +87,12 @@ def build_colocated(exp: Experiment, arm_exp: Experiment, arm: Arm, index: int,
     if gateway is not None:
         install_gateway(simulation, shed_thresholds(gateway, exp.workload))
     return ColocatedArm(simulation, num_blocks, speculations)
+
+
+def tier_sizing(exp: Experiment, deployment: Deployment) -> TierSizing:
+    """A KV block's bytes per GPU, and the layers a layer-wise tier load overlaps."""
+    layers = deployment.model.num_layers if exp.kv_cache.tier_load == "layerwise" else 1
+    return TierSizing(deployment.memory.block_bytes, layers)
 
 
 def record_block_size(simulation: Simulation) -> int:

@@ -23,6 +23,7 @@ from batchsim.gpu.dtypes import bytes_per_element
 from batchsim.gpu.hardware import GpuProfile, HardwareError, load_gpu_profile
 from batchsim.gpu.memory import MemoryPlan, plan_memory
 from batchsim.gpu.model_spec import ModelError, ModelSpec
+from batchsim.gpu.moe_layout import Parallelism, check_parallelism
 from batchsim.metrics.transfer import pool_step_stats, transfer_columns, transfer_metrics
 from batchsim.policies.chunked_prefill import ChunkedPrefill
 from batchsim.policies.continuous import ContinuousBatching
@@ -44,45 +45,81 @@ class Pool:
     num_blocks: int  # per replica
     swap_blocks: int
     cost_model: RooflineCostModel
+    layout: Parallelism
 
     def describe(self) -> dict[str, object]:
-        return {"replicas": self.replicas, "tensor_parallel": self.tensor_parallel,
-                "gpus": self.replicas * self.tensor_parallel, "hardware": self.gpu.name,
-                "kv_blocks_per_replica": self.num_blocks,
+        described: dict[str, object] = {
+            "replicas": self.replicas, "tensor_parallel": self.tensor_parallel,
+            "gpus": self.replicas * self.tensor_parallel, "hardware": self.gpu.name}
+        # Only a pool laid out beyond tensor parallelism names it: plain pools read as before.
+        if self.layout.expert_parallel > 1 or self.layout.data_parallel_attention:
+            described.update(expert_parallel=self.layout.expert_parallel,
+                             data_parallel_attention=self.layout.data_parallel_attention)
+        return {**described, "kv_blocks_per_replica": self.num_blocks,
                 "memory": self.memory.describe(kv_blocks=self.num_blocks)}
 
 
 def resolve_pool(exp: Experiment, arm: DisaggregatedArm, index: int, role: str,
                  model: ModelSpec, base_dir: Path, engine: EngineProfile) -> Pool:
-    """The pool's GPU and tensor parallelism (the arm's, else the experiment's), its KV
-    capacity by the same memory plan as every replica, and its cost model."""
+    """The pool's GPU and layout (the arm's, else the experiment's), its KV capacity by the
+    same memory plan as every replica, and its cost model."""
+    _check_layout(exp, index)
     hardware: str | None = getattr(arm, f"{role}_hardware")
-    tensor_parallel: int | None = getattr(arm, f"{role}_tensor_parallel")
-    tp = tensor_parallel or exp.tensor_parallel
     with _pool_key(f"policies.{index}.{role}_hardware" if hardware else "hardware", role):
         gpu = engine.on_gpu(load_gpu_profile(hardware or exp.hardware, base_dir))
-    tp_key = f"policies.{index}.{role}_tensor_parallel" if tensor_parallel else "tensor_parallel"
-    with _pool_key(tp_key, role):
-        memory = plan_memory(model, gpu, tensor_parallel=tp, weight_dtype=exp.dtype.weights,
-                             kv_dtype=exp.dtype.kv_cache,
+    layout, keys = _pool_layout(exp, arm, index, role)
+    if not layout.data_parallel_attention:  # heads split by tensor parallelism
+        with _pool_key(keys.tensor_parallel, role):
+            model.check_tensor_parallel(layout.tensor_parallel)
+    with _pool_key(keys.layout, role):
+        check_parallelism(model, layout)
+    with _pool_key(keys.tensor_parallel, role):
+        memory = plan_memory(model, gpu, tensor_parallel=layout.tensor_parallel,
+                             weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache,
                              gpu_memory_utilization=exp.gpu_memory_utilization,
-                             block_size=exp.kv_cache.block_size)
-    cost = RooflineCostModel(model, gpu, tensor_parallel=tp, weight_dtype=exp.dtype.weights,
-                             kv_dtype=exp.dtype.kv_cache)
-    return Pool(role, pool_slots(arm, role), tp, gpu, memory,
+                             block_size=exp.kv_cache.block_size,
+                             expert_parallel=layout.expert_parallel,
+                             data_parallel_attention=layout.data_parallel_attention)
+    cost = RooflineCostModel(model, gpu, tensor_parallel=layout.tensor_parallel,
+                             weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache,
+                             expert_parallel=layout.expert_parallel,
+                             data_parallel_attention=layout.data_parallel_attention,
+                             moe_imbalance=exp.moe_imbalance)
+    return Pool(role, pool_slots(arm, role), layout.tensor_parallel, gpu, memory,
                 exp.kv_cache.num_blocks or memory.num_blocks,
-                int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes), cost)
+                int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes), cost, layout)
+
+
+@dataclass(frozen=True, slots=True)
+class _LayoutKeys:
+    """The experiment keys a pool's layout errors are reported under."""
+
+    tensor_parallel: str
+    layout: str  # expert parallelism or data-parallel attention
+
+
+def _pool_layout(exp: Experiment, arm: DisaggregatedArm, index: int,
+                 role: str) -> tuple[Parallelism, _LayoutKeys]:
+    """A pool's tensor and expert parallelism and data-parallel attention, each the arm's
+    `<role>_...` key, else the experiment's, with the key each came from."""
+    def pick(name: str, default: object) -> tuple[object, str]:
+        own = getattr(arm, f"{role}_{name}")
+        return (default, name) if own is None else (own, f"policies.{index}.{role}_{name}")
+
+    tp, tp_key = pick("tensor_parallel", exp.tensor_parallel)
+    ep, ep_key = pick("expert_parallel", exp.expert_parallel)
+    dp, dp_key = pick("data_parallel_attention", exp.data_parallel_attention)
+    assert isinstance(tp, int) and isinstance(ep, int) and isinstance(dp, bool)
+    layout_key = ep_key if ep > 1 or not dp else dp_key
+    return Parallelism(tp, ep, dp), _LayoutKeys(tp_key, layout_key)
 
 
 def _check_layout(exp: Experiment, index: int) -> None:
-    """Pools are tensor-parallel replicas only: refuse a layout they would silently ignore."""
-    for key, value, plain in (("pipeline_parallel", exp.pipeline_parallel, 1),
-                              ("expert_parallel", exp.expert_parallel, 1),
-                              ("data_parallel_attention", exp.data_parallel_attention, False)):
-        if value != plain:
-            raise ArmError(f"{key}: {value} is not modelled for the disaggregated arm "
-                           f"policies.{index} (its pools are tensor-parallel replicas); "
-                           "compare it in another experiment")
+    """Pools are single-stage replicas: refuse pipeline stages they would silently ignore."""
+    if exp.pipeline_parallel != 1:
+        raise ArmError(f"pipeline_parallel: {exp.pipeline_parallel} is not modelled for the "
+                       f"disaggregated arm policies.{index} (its pools are single-stage "
+                       "replicas); compare it in another experiment")
 
 
 @contextmanager
@@ -159,7 +196,6 @@ def build_disaggregated(
     max_model_len: int, traffic: BuiltTraffic, on_progress: Callable[[float], None] | None,
     engine: EngineProfile,
 ) -> DisaggregatedRun:
-    _check_layout(exp, index)
     prefill = resolve_pool(exp, arm, index, "prefill", model, base_dir, engine)
     decode = resolve_pool(exp, arm, index, "decode", model, base_dir, engine)
     shared_queue = exp.router == "shared_queue"

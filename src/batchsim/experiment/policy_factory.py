@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from batchsim.experiment.kv_tier_setup import TierSizing, build_tiers, swap_space_for
 from batchsim.experiment.schema import (
     AdmissionConfig,
     AdmissionReserveConfig,
@@ -20,6 +21,7 @@ from batchsim.experiment.schema import (
     arm_kv_allocation,
 )
 from batchsim.experiment.schema.kv_cache import KVCacheConfig
+from batchsim.experiment.schema.kv_tier_arms import arm_kv_tiers
 from batchsim.policies.admission import AdmissionControl, KVReserve
 from batchsim.policies.chunked_prefill import ChunkedPrefill
 from batchsim.policies.continuous import ContinuousBatching
@@ -33,9 +35,10 @@ from batchsim.policies.ordering import (
 )
 from batchsim.policies.speculative import Speculation
 from batchsim.policies.static import StaticBatching
-from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
+from batchsim.sim.kv_cache import KVBlockPool
 from batchsim.sim.kv_contiguous import ContiguousKVPool
 from batchsim.sim.kv_hybrid import HybridKVBlockPool
+from batchsim.sim.kv_tiered_pool import TieredKVBlockPool
 from batchsim.sim.policy_protocol import BatchingPolicy
 
 
@@ -115,7 +118,7 @@ def _chunked_prefill(arm: ChunkedPrefillArm, res: ReplicaResources) -> BatchingP
     return ChunkedPrefill(
         pool=res.pool, token_budget=arm.token_budget, max_num_seqs=arm.max_num_seqs,
         long_prefill_token_threshold=arm.long_prefill_token_threshold,
-        preemption=arm.preemption, swap_space=HostSwapSpace(res.swap_blocks),
+        preemption=arm.preemption, swap_space=swap_space_for(res.pool, res.swap_blocks),
         admission=build_admission(arm.admission),
         reserve=build_reserve(arm.admission_reserve), ordering=build_ordering(arm.ordering),
         speculation=res.speculation, mixed_prefill=arm.mixed_prefill,
@@ -127,7 +130,7 @@ def _continuous(arm: ContinuousArm, res: ReplicaResources) -> BatchingPolicy:
     return ContinuousBatching(
         pool=res.pool, max_num_seqs=arm.max_num_seqs,
         max_num_batched_tokens=effective_token_budget(arm, res.max_model_len, res.index),
-        preemption=arm.preemption, swap_space=HostSwapSpace(res.swap_blocks),
+        preemption=arm.preemption, swap_space=swap_space_for(res.pool, res.swap_blocks),
         admission=build_admission(arm.admission), reserve=build_reserve(arm.admission_reserve),
         ordering=build_ordering(arm.ordering), speculation=res.speculation,
         victim_rule=arm.preemption_victim,
@@ -146,17 +149,25 @@ POLICY_BUILDERS: dict[str, Callable[[Any, ReplicaResources], BatchingPolicy]] = 
 
 def build_pool(arm: Arm, num_blocks: int, block_size: int, max_model_len: int, *,
                prefix_caching: bool = False, kv_cache: KVCacheConfig | None = None,
-               sequence_blocks: int = 0) -> KVBlockPool:
+               sequence_blocks: int = 0, tier_sizing: TierSizing | None = None) -> KVBlockPool:
     """A replica's KV pool: paged, or contiguous where the arm or `kv_cache.allocation` asks
     (the schema refused the combinations contiguous cannot run, schema/kv_allocation.py).
     `sequence_blocks` > 0 (a hybrid model's bounded window and state blocks): a paged pool
-    that gives each sequence that many more (the deployment refused the rest)."""
+    that gives each sequence that many more (the deployment refused the rest). An arm with
+    lower KV tiers gets a tiered pool, sized by `tier_sizing` (needed then)."""
     config = kv_cache or KVCacheConfig()
     if arm_kv_allocation(arm, config) == "contiguous":
         return ContiguousKVPool(num_blocks, block_size, reserve=config.contiguous_reserve,
                                 max_model_len=max_model_len)
     if sequence_blocks:
         return HybridKVBlockPool(num_blocks, block_size, sequence_blocks=sequence_blocks)
+    tiers = arm_kv_tiers(arm, config.model_copy(update={"prefix_caching": prefix_caching}))
+    if tiers:
+        if tier_sizing is None:
+            raise ArmError("a pool with lower KV tiers needs the KV block's bytes")
+        return TieredKVBlockPool(num_blocks, block_size,
+                                 build_tiers(tiers, tier_sizing.block_bytes),
+                                 layers=tier_sizing.layers)
     return KVBlockPool(num_blocks, block_size,
                        prefix_caching=arm_prefix_caching(arm, prefix_caching))
 
@@ -165,11 +176,12 @@ def build_policy(arm: Arm, index: int, *, num_blocks: int, block_size: int,
                  swap_blocks: int, max_model_len: int,
                  prefix_caching: bool = False, kv_cache: KVCacheConfig | None = None,
                  speculation: Speculation | None = None,
-                 sequence_blocks: int = 0) -> BatchingPolicy:
+                 sequence_blocks: int = 0,
+                 tier_sizing: TierSizing | None = None) -> BatchingPolicy:
     """`kv_cache`: its allocation keys (null: paged); `block_size` and `prefix_caching` are
     given apart, as tests build pools without a whole config."""
     pool = build_pool(arm, num_blocks, block_size, max_model_len,
                       prefix_caching=prefix_caching, kv_cache=kv_cache,
-                      sequence_blocks=sequence_blocks)
+                      sequence_blocks=sequence_blocks, tier_sizing=tier_sizing)
     resources = ReplicaResources(pool, swap_blocks, max_model_len, index, speculation)
     return POLICY_BUILDERS[arm.kind](arm, resources)

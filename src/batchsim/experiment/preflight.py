@@ -10,7 +10,9 @@ from batchsim.experiment.deployment_size import arm_experiment
 from batchsim.experiment.disaggregation import resolve_pool
 from batchsim.experiment.policy_factory import effective_token_budget
 from batchsim.experiment.schema import ContinuousArm, DisaggregatedArm, Experiment
+from batchsim.experiment.speculative_setup import SpeculativeSetupError, build_drafter
 from batchsim.experiment.traffic import build_traffic
+from batchsim.gpu.model_spec import ModelError
 
 
 def check_before_run(exp: Experiment, base_dir: Path) -> None:
@@ -28,8 +30,14 @@ def check_before_run(exp: Experiment, base_dir: Path) -> None:
                              deployment.engine)
             continue
         arm_exp = arm_experiment(exp, arm)
+        arm_deployment = deployment
         if arm_exp is not exp:
             with keyed_error(f"policies.{index}.deployment", ValueError):
-                resolve_deployment(arm_exp, base_dir)
+                arm_deployment = resolve_deployment(arm_exp, base_dir)
         if isinstance(arm, ContinuousArm):
             effective_token_budget(arm, deployment.max_model_len, index)
+        speculative = getattr(arm, "speculative", None)
+        if speculative is not None:  # the drafter's model and layout, as the arm builds it
+            with keyed_error(f"policies.{index}.speculative", ModelError, SpeculativeSetupError):
+                build_drafter(speculative, arm_exp, deployment.model, arm_deployment.kernel_gpu,
+                              base_dir)

@@ -35,6 +35,7 @@ from batchsim.experiment.deployment_size import arm_experiment, colocated_gpus, 
 from batchsim.experiment.disaggregation import build_disaggregated
 from batchsim.experiment.fairness import arm_fairness, tenant_infos
 from batchsim.experiment.input_digest import inputs_digest
+from batchsim.experiment.kv_tier_setup import replica_tiers
 from batchsim.experiment.policy_factory import arm_prefix_caching
 from batchsim.experiment.pool_scaling import (
     add_pool_scaler_metrics,
@@ -48,6 +49,7 @@ from batchsim.experiment.traffic import BuiltTraffic, build_traffic
 from batchsim.gpu.model_spec import ModelError
 from batchsim.metrics.bench_compat import restate_goodput
 from batchsim.metrics.fairness import add_slowdown
+from batchsim.metrics.kv_tiers import add_tier_cached_tokens, kv_tier_metrics
 from batchsim.metrics.padding import padding_fraction
 from batchsim.metrics.prefix import add_cached_tokens, prefix_cache_metrics
 from batchsim.metrics.summary import SLOTargets, measured_mask, summarize
@@ -129,6 +131,10 @@ def run_experiment(
         prefix_caching = arm_prefix_caching(arm, exp.kv_cache.prefix_caching)
         if prefix_caching:
             requests = add_cached_tokens(requests, record.requests)
+        tier_stacks = replica_tiers(simulation)
+        if tier_stacks:
+            requests = add_tier_cached_tokens(requests, record.requests,
+                                              [tier.kind for tier in tier_stacks[0]])
         # From the request objects, before they go: their padding slots are in no table.
         padding = padding_fraction(record.requests,
                                    measured_mask(requests, exp.warmup_s, exp.cooldown_s))
@@ -148,6 +154,10 @@ def run_experiment(
             metrics["prefix_cache"] = prefix_cache_metrics(
                 requests, measured_mask(requests, exp.warmup_s, exp.cooldown_s),
                 exp.kv_cache.block_size)
+        if tier_stacks:
+            metrics["kv_tiers"] = kv_tier_metrics(
+                requests, measured_mask(requests, exp.warmup_s, exp.cooldown_s),
+                exp.kv_cache.block_size, tier_stacks, arm_deployment.memory.block_bytes)
         if disaggregated is not None:  # transfer columns and metrics, per-pool use
             requests = disaggregated.add_outputs(requests, metrics, exp)
         metrics.update(arm_fairness(exp, requests, metrics))

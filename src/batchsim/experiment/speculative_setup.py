@@ -14,6 +14,7 @@ from batchsim.gpu.cost_model import RooflineCostModel
 from batchsim.gpu.hardware import GpuProfile
 from batchsim.gpu.memory import MemoryPlan, weights_bytes_per_gpu
 from batchsim.gpu.model_spec import ModelSpec, load_model
+from batchsim.gpu.network import span_problem
 from batchsim.policies.speculative import Acceptance, Speculation
 
 
@@ -50,7 +51,13 @@ class Drafter:
 def build_drafter(config: SpeculativeConfig, exp: Experiment, target: ModelSpec,
                   gpu: GpuProfile, base_dir: Path) -> Drafter:
     """The drafter of `config` beside the `target` model of `exp` on `gpu`s."""
+    if exp.pipeline_parallel > 1:
+        raise SpeculativeSetupError("speculative decoding is not modelled with "
+                                    "pipeline_parallel > 1")
     tp = config.draft_tensor_parallel or exp.tensor_parallel
+    problem = span_problem(gpu, tp, f"draft_tensor_parallel={tp}")
+    if problem is not None:
+        raise SpeculativeSetupError(problem)
     dtype = exp.dtype.weights
     if config.method == "mtp":
         module = mtp_module(target)

@@ -33,10 +33,10 @@ from batchsim.gpu.hybrid_cost import HybridAttentionCost
 from batchsim.gpu.model_spec import ModelSpec
 from batchsim.gpu.moe_cost import LayerStackCost, attention_shape
 from batchsim.gpu.moe_layout import Parallelism, check_parallelism, kv_bytes_per_token_per_gpu
+from batchsim.gpu.network import group_allreduce_seconds, group_span, span_problem
 from batchsim.gpu.roofline import (
     DecodeAttentionTerms,
     StepAround,
-    allreduce_seconds,
     decode_attention_from_terms,
     decode_attention_over_steps,
     decode_attention_step_list,
@@ -125,6 +125,9 @@ class RooflineCostModel:
         check_kv_dtype(kv_dtype)
         layout = Parallelism(tensor_parallel, expert_parallel, data_parallel_attention)
         check_parallelism(model, layout)
+        problem = span_problem(gpu, tensor_parallel, f"tensor_parallel={tensor_parallel}")
+        if problem is not None:  # plan_memory refuses it first, with the experiment's key
+            raise ValueError(problem)
         self.model = model
         self.gpu = gpu
         self.tensor_parallel = tp = tensor_parallel
@@ -521,10 +524,10 @@ class RooflineCostModel:
             linear_s, compute_bound = self._layer_gemms.cost_many(tokens)
             communication_s = np.zeros_like(tokens)
         if self._allreduce_count and self._layer_stack is None:
-            communication_s = self._allreduce_count * allreduce_seconds(
+            communication_s = self._allreduce_count * group_allreduce_seconds(
                 tokens * self._allreduce_bytes_per_token,
-                float(self.tensor_parallel),
-                link_bw=self.gpu.intra_node_bandwidth_bytes_per_s,
+                group_span(self.gpu, self.tensor_parallel),
+                gpu=self.gpu,
                 eff=self.gpu.efficiency,
             )
         for count, linear, communication, bound in zip(

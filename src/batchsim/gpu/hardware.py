@@ -213,6 +213,16 @@ class GpuProfile:
     calibration: CalibrationRecord | None = None  # where a fitted profile's values came from
     sm_count: int | None = None  # streaming multiprocessors (compute units): wave/occupancy terms
     power: BoardPower | None = None  # None: the profile gives no power, so no energy metrics
+    # GPUs one NVLink fabric joins (gpu/network.py): None is one node's `gpus_per_node`.
+    nvlink_domain_gpus: int | None = None
+    # Each GPU's own NIC to the other domains; None: layouts beyond a domain are refused.
+    inter_node_bandwidth_bytes_per_s: float | None = None  # per direction
+    inter_node_latency_s: float | None = None  # per step of a ring over the network
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs of one NVLink domain: tensor and expert parallelism inside it stay on NVLink."""
+        return self.nvlink_domain_gpus or self.gpus_per_node
 
     @property
     def parallel_units(self) -> float:
@@ -302,6 +312,9 @@ _TOP_LEVEL_KEYS = frozenset(
         "calibration",
         "sm_count",
         "power",
+        "nvlink_domain_gpus",
+        "inter_node_bandwidth_bytes_per_s",
+        "inter_node_latency_s",
     }
 )
 _EFFICIENCY_FRACTIONS = (
@@ -387,7 +400,36 @@ def _profile_from_mapping(doc: Mapping[str, Any], read: _Reader) -> GpuProfile:
         ),
         sm_count=sm_count,
         power=_board_power(read.mapping(doc, "power"), read) if "power" in doc else None,
+        **_node_network(doc, read),
     )
+
+
+_NETWORK_KEYS = ("inter_node_bandwidth_bytes_per_s", "inter_node_latency_s")
+
+
+def _node_network(doc: Mapping[str, Any], read: _Reader) -> dict[str, Any]:
+    """The optional NVLink domain (whole nodes, at least one) and the network between domains
+    (both keys or neither)."""
+    per_node = int(read.number(doc, "gpus_per_node", "", positive=True))
+    domain = None
+    if "nvlink_domain_gpus" in doc:
+        value = read.number(doc, "nvlink_domain_gpus", "", positive=True)
+        if value != int(value) or int(value) % per_node:
+            raise read.error("nvlink_domain_gpus",
+                             f"a whole number of {per_node}-GPU nodes", doc["nvlink_domain_gpus"])
+        domain = int(value)
+    given = [key for key in _NETWORK_KEYS if key in doc]
+    if len(given) == 1:
+        missing = next(key for key in _NETWORK_KEYS if key not in doc)
+        raise HardwareError(f"{read.where}: key '{given[0]}' needs '{missing}' beside it "
+                            "(the network between NVLink domains)")
+    network: dict[str, Any] = {"nvlink_domain_gpus": domain}
+    if given:
+        network["inter_node_bandwidth_bytes_per_s"] = read.number(
+            doc, "inter_node_bandwidth_bytes_per_s", "", positive=True)
+        network["inter_node_latency_s"] = read.number(doc, "inter_node_latency_s", "",
+                                                      positive=False)
+    return network
 
 
 _POWER_KEYS = ("idle_w", "memory_bound_w", "max_w")

@@ -27,6 +27,7 @@ from batchsim.gpu.moe_layout import (
     kv_bytes_per_token_per_gpu,
 )
 from batchsim.gpu.moe_layout import weights_bytes_per_gpu as layout_weights_bytes_per_gpu
+from batchsim.gpu.network import span_problem
 from batchsim.gpu.pipeline_stages import layers_per_stage, stage_model
 
 _GB = 1e9  # messages use decimal GB, like spec sheets and vLLM's logs
@@ -161,11 +162,9 @@ def plan_memory(
         raise ValueError(f"block_size must be a positive number of tokens, got {block_size}")
     layout = Parallelism(tensor_parallel, expert_parallel, data_parallel_attention)
     check_parallelism(model, layout)
-    if tensor_parallel > gpu.gpus_per_node:
-        raise ModelDoesNotFitError(
-            f"tensor_parallel={tensor_parallel} spans more than the {gpu.gpus_per_node} GPUs of "
-            f"one {gpu.name} node; tensor parallelism across nodes is not modelled"
-        )
+    problem = span_problem(gpu, tensor_parallel, f"tensor_parallel={tensor_parallel}")
+    if problem is not None:
+        raise ModelDoesNotFitError(problem)
 
     usable = gpu.memory_bytes * gpu_memory_utilization
     weights = weights_bytes_per_gpu(model, tensor_parallel, weight_dtype, pipeline_parallel,

@@ -4,7 +4,8 @@
 this module: `LayerStackCost` (every layer's GEMMs and the stage's communication at a step's
 token count) and `attention_shape` (what the attention kernel reads). Every GEMM goes through
 `gpu.roofline.gemm_seconds`, the function the calibration fit scores; no efficiency constant is
-added here. The all-to-all uses only the profile's link bandwidth and p2p latency.
+added here. The all-to-all uses only the profile's link bandwidth and p2p latency (and, for a
+group beyond one NVLink domain, its network: `gpu.network`, which also prices the all-reduces).
 
 Routed experts are priced on the busiest GPU of the stage (every GPU waits for it: the step is
 bounded by it) by `gpu.moe_experts.routed_expert_parts`, the function the calibration fit
@@ -26,7 +27,8 @@ from batchsim.gpu.hardware import GpuProfile
 from batchsim.gpu.model_spec import ModelSpec
 from batchsim.gpu.moe_experts import ExpertLoad, ExpertShape, expert_load, routed_expert_parts
 from batchsim.gpu.moe_layout import Parallelism
-from batchsim.gpu.roofline import allreduce_seconds, gemm_parts, gemm_seconds
+from batchsim.gpu.network import cross_domain_alltoall_seconds, group_allreduce_seconds, group_span
+from batchsim.gpu.roofline import gemm_parts, gemm_seconds
 
 Shapes = tuple[tuple[float, float], ...]  # (N, K) of GEMMs that all see the same M
 
@@ -247,20 +249,24 @@ class LayerStackCost:
 
     def _communication(self, tokens: np.ndarray, local: np.ndarray) -> np.ndarray:
         gpu, tp = self._gpu, float(self._layout.tensor_parallel)
+        span = group_span(gpu, self._layout.tensor_parallel)
         seconds = np.zeros_like(tokens)
         if self._allreduce_count:
-            seconds += self._allreduce_count * allreduce_seconds(
-                tokens * self._hidden * ACTIVATION_BYTES, tp,
-                link_bw=gpu.intra_node_bandwidth_bytes_per_s, eff=gpu.efficiency)
+            seconds += self._allreduce_count * group_allreduce_seconds(
+                tokens * self._hidden * ACTIVATION_BYTES, span, gpu=gpu, eff=gpu.efficiency)
         if self._alltoall_count:
             moe = self._model.moe
             assert moe is not None
             # Each GPU sends every local token to each of its k experts (bf16 activations);
             # the busiest GPU receives `imbalance` times the mean, and everyone waits for it.
             sent = self._imbalance * local * moe.experts_per_token * self._hidden
-            seconds += self._alltoall_count * alltoall_seconds(
-                sent * ACTIVATION_BYTES, tp, link_bw=gpu.intra_node_bandwidth_bytes_per_s,
-                latency_s=gpu.p2p_latency_s)
+            if span.crosses_domains:  # EP beyond one NVLink domain: gpu/network.py
+                seconds += self._alltoall_count * cross_domain_alltoall_seconds(
+                    sent * ACTIVATION_BYTES, span, gpu=gpu)
+            else:
+                seconds += self._alltoall_count * alltoall_seconds(
+                    sent * ACTIVATION_BYTES, tp, link_bw=gpu.intra_node_bandwidth_bytes_per_s,
+                    latency_s=gpu.p2p_latency_s)
         return seconds
 
 

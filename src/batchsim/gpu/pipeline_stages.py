@@ -79,14 +79,19 @@ def boundary_bandwidths(
 ) -> tuple[float, ...]:
     """Bytes/s of the link behind each of the PP − 1 stage boundaries.
 
-    Within a node that is NVLink (`intra_node_bandwidth_bytes_per_s`). Between nodes a GPU
-    reaches its peer through a NIC behind its PCIe switch (GPUDirect RDMA); the profiles carry
-    no NIC rate, so the host link bounds it: `pcie_bandwidth_bytes_per_s` (an A100 node's
-    200 Gb/s HDR NIC per GPU moves 25 GB/s, under its PCIe 4.0 x16's 32 GB/s).
+    Within an NVLink domain (`GpuProfile.domain_gpus`: one HGX node, or a whole NVL72 rack) that
+    is NVLink (`intra_node_bandwidth_bytes_per_s`). Beyond it a GPU reaches its peer through a
+    NIC behind its PCIe switch (GPUDirect RDMA), bounded by the host link
+    (`pcie_bandwidth_bytes_per_s`) and by the NIC where the profile gives one
+    (`inter_node_bandwidth_bytes_per_s`; an A100 node's 200 Gb/s HDR NIC per GPU moves 25 GB/s,
+    under its PCIe 4.0 x16's 32 GB/s).
     """
+    network = gpu.pcie_bandwidth_bytes_per_s
+    if gpu.inter_node_bandwidth_bytes_per_s is not None:
+        network = min(network, gpu.inter_node_bandwidth_bytes_per_s)
     return tuple(
-        gpu.pcie_bandwidth_bytes_per_s
-        if boundary_crosses_node(b, tensor_parallel, gpu.gpus_per_node)
+        network
+        if boundary_crosses_node(b, tensor_parallel, gpu.domain_gpus)
         else gpu.intra_node_bandwidth_bytes_per_s
         for b in range(pipeline_parallel - 1)
     )

@@ -25,6 +25,7 @@ from batchsim.policies.speculative import (
 )
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool
 from batchsim.sim.kv_growth import ExactGrowth
+from batchsim.sim.kv_tiered_pool import TieredKVBlockPool
 from batchsim.sim.request import Request, RequestStatus
 from batchsim.sim.step_plan import StepOutcome, StepPlan, apply_tokens
 
@@ -268,7 +269,7 @@ class IterationLevelQueues:
         if not request.prefix_keys or request.num_computed_tokens or request.swapped_out:
             return 0
         limit = (request.num_tokens - 1) // self.pool.block_size
-        return self.pool.cached_prefix_blocks(request.prefix_keys, limit)
+        return self.pool.prefix_hit_blocks(request.prefix_keys, limit)
 
     def _try_admit(self, request: Request, tokens: int, plan: StepPlan, budget: StepBudget,
                    gate: ReserveGate | None, now: float, cached_blocks: int = 0) -> bool:
@@ -281,6 +282,8 @@ class IterationLevelQueues:
         if not self._allocate_admitted(request, tokens, cached_blocks):
             budget.stop_reason = "kv_cache_full"
             return False
+        if isinstance(self.pool, TieredKVBlockPool):
+            self._take_tier_load(request, self.pool, plan)
         self.waiting.pop_head()
         swap_in(request, self.swap_space, plan)
         request.status = RequestStatus.RUNNING
@@ -290,6 +293,16 @@ class IterationLevelQueues:
         budget.take(tokens)
         plan.add(request, tokens)
         return True
+
+    @staticmethod
+    def _take_tier_load(request: Request, pool: TieredKVBlockPool, plan: StepPlan) -> None:
+        """The step waits for the admitted request's prefix blocks from lower tiers; a first
+        admission records how many tokens each tier gave it."""
+        load, hits = pool.take_load()
+        plan.load_seconds += load
+        plan.load_layers = pool.layers
+        if math.isnan(request.first_scheduled_s):
+            request.tier_cached_tokens = tuple(blocks * pool.block_size for blocks in hits)
 
     def _allocate_admitted(self, request: Request, tokens: int, cached_blocks: int) -> bool:
         if not cached_blocks:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from batchsim.sim.policy_protocol import BatchingPolicy
 from batchsim.sim.request import Request
-from batchsim.sim.routers import ReplicaLoad, Router
+from batchsim.sim.routers import ReplicaLoad, Router, reads_of
 
 
 class Submittable(Protocol):
@@ -43,6 +43,8 @@ class Dispatcher(Protocol):
 
 
 OnRejected = Callable[[Request], None]
+# The load handed to a router that reads none of it.
+_UNREAD = ReplicaLoad(0, 0)
 
 
 class RoutedDispatch:
@@ -50,6 +52,7 @@ class RoutedDispatch:
                  on_rejected: OnRejected) -> None:
         self.replicas = replicas
         self.router = router
+        self.reads = reads_of(router)
         self.on_rejected = on_rejected
         # Arrivals while no replica serves (an autoscaled pool at zero), in arrival order.
         self.waiting: deque[Request] = deque()
@@ -62,12 +65,23 @@ class RoutedDispatch:
             if not self.replicas[0].submit(request):
                 self.on_rejected(request)
             return
-        loads = [ReplicaLoad(r.policy.num_running + r.policy.num_waiting, r.free_kv_blocks(),
-                             r.cached_prefix_blocks(request) if request.prefix_keys else 0)
-                 for r in self.replicas]
-        index = self.router(loads, request.request_id)
+        index = self.router(self._loads(request), request.request_id)
         if not self.replicas[index].submit(request):
             self.on_rejected(request)
+
+    def _loads(self, request: Request) -> Sequence[ReplicaLoad]:
+        """Every replica's load at `request`'s arrival, measured only in the parts the router
+        reads: a router that reads none gets the same empty load for each replica, so an
+        arrival costs the same with one replica or many."""
+        reads = self.reads
+        if not reads.any:
+            return [_UNREAD] * len(self.replicas)
+        prefix = reads.cached_prefix_blocks and bool(request.prefix_keys)
+        return [ReplicaLoad(
+            r.policy.num_running + r.policy.num_waiting if reads.outstanding else 0,
+            r.free_kv_blocks() if reads.free_kv_blocks else 0,
+            r.cached_prefix_blocks(request) if prefix else 0,
+        ) for r in self.replicas]
 
     def pump(self) -> None:
         while self.waiting and self.replicas:  # a replica serves again: route them in order

@@ -163,7 +163,7 @@ class Replica:
 
     def _repeatable_steps(self, plan: StepPlan) -> int:
         """How many steps the fast path may take in one event (1: step normally)."""
-        if not self.fast_path or plan.preempted or plan.swap_tokens:
+        if not self.fast_path or plan.preempted or plan.swap_tokens or plan.load_seconds:
             return 1
         horizon = decode_horizon(plan)
         return self.policy.repeatable_steps(plan, horizon) if horizon > 1 else 1
@@ -176,6 +176,8 @@ class Replica:
             duration = self.cost_model.step_time(
                 plan.cost_new_tokens, plan.cost_context_tokens, plan.num_emitting,
                 plan.verifying).seconds
+        if plan.load_seconds:  # prefix hits loaded from lower KV tiers
+            duration = plan.with_loads(duration)
         if plan.swap_tokens:
             duration += self.cost_model.swap_time(plan.swap_tokens)
         duration += plan.draft_seconds  # speculative decoding's drafter runs first
@@ -359,6 +361,7 @@ class Simulation:
         self._done_events: dict[int, simpy.Event] = {}
         self._progress = self.env.event()  # succeeds at the first finish while waited on
         self._upcoming_arrival_s = math.inf  # open loop: the next arrival not yet submitted
+        self._not_ended = 0  # requests that reached the router and have not ended
 
     def _next_arrival_s(self) -> float:
         return self._upcoming_arrival_s
@@ -390,11 +393,13 @@ class Simulation:
         return not any(p.is_alive for p in self._sources) and self._in_system() == 0
 
     def _in_system(self) -> int:
-        if len(self.replicas) == 1:  # counted at every arrival and finish: no generator
-            policy = self.replicas[0].policy
-            return policy.num_running + policy.num_waiting + self.dispatch.held()
-        queued = sum(r.policy.num_running + r.policy.num_waiting for r in self.replicas)
-        return queued + self.dispatch.held()
+        """Requests at the replicas (queued or running) or held by the dispatcher, read at
+        every arrival and finish: kept as a count (every request that reached the router,
+        less those that ended) rather than summed over the replicas. Policies reject a
+        request only when it arrives, so a request that has not ended is at a replica or
+        held. (Between one step's finishes the sum had already dropped them all; the
+        occupancy series keeps only the last value at an instant, the same either way.)"""
+        return self._not_ended
 
     def _submit(self, prompt: int, output: int, tenant: int = 0, priority: int = 0,
                 prefix: tuple[np.ndarray, int] | None = None,
@@ -406,6 +411,7 @@ class Simulation:
         if prefix is not None and pool.prefix_caching:
             request.prefix_keys = pool_block_keys(prefix[0], prefix[1], pool.block_size, prompt)
         self.record.add_request(request)
+        self._not_ended += 1
         if self.max_model_len is not None and prompt + output > self.max_model_len:
             request.replica = -1
             request.reject(f"prompt+output of {prompt + output} tokens exceeds max_model_len="
@@ -431,6 +437,7 @@ class Simulation:
             self.record.record_occupancy(self.env.now, self._in_system())
 
     def _on_done(self, request: Request) -> None:
+        self._not_ended -= 1
         self.record.request_done(request)
         if self.pool is not None and 0 <= request.replica < len(self.replicas):
             # A draining replica may stop (a disaggregated arm's decode replicas come after

@@ -100,10 +100,15 @@ class KVBlockPool:
         del free[len(free) - from_free:]
         for _ in range(count - from_free):
             block, _ = self._evictable.popitem(last=False)
-            del self._block_of_key[self._key_of_block.pop(block)]
+            key = self._key_of_block.pop(block)
+            del self._block_of_key[key]
             del self._refs[block]
+            self._evicted(key)
             taken.append(block)
         return taken
+
+    def _evicted(self, key: int) -> None:
+        """A cached block's content, `key`, left the GPU (a tiered pool offloads it)."""
 
     def blocks_for(self, num_tokens: int) -> int:
         """Blocks needed to hold `num_tokens` tokens (ceiling division)."""
@@ -218,6 +223,11 @@ class KVBlockPool:
                 break
             count += 1
         return count
+
+    def prefix_hit_blocks(self, keys: Sequence[int], limit: int) -> int:
+        """An admission's lookup: `cached_prefix_blocks` here; a tiered pool also finds
+        blocks in its lower tiers."""
+        return self.cached_prefix_blocks(keys, limit)
 
     def evictable_prefix_blocks(self, keys: Sequence[int], count: int) -> int:
         """How many of the first `count` keys' cached blocks no request uses."""

@@ -47,6 +47,8 @@ class Request:
     # empty: nothing cached), and the prompt tokens found cached when first admitted.
     prefix_keys: tuple[int, ...] = ()
     cached_tokens: int = 0
+    # Lower KV tiers: of `cached_tokens`, those loaded from each tier (sim/kv_tiered_pool.py).
+    tier_cached_tokens: tuple[int, ...] = ()
     # Static batching: decode steps this request's slot computed after it finished (padding,
     # set when its batch ends: metrics/padding.py); 0 under iteration-level policies.
     padding_slots: int = 0

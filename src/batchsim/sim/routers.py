@@ -1,7 +1,10 @@
 """Routers: which replica an arriving request goes to (docs/design.md §2).
 
 A router sees each replica's load at the arrival instant and the arrival's sequence number;
-ties go to the lowest replica index so that runs are deterministic.
+ties go to the lowest replica index so that runs are deterministic. `READS` says which parts
+of the load each router reads, so that dispatch measures only those (reading a replica's free
+blocks mid-stretch costs a search, and a router that reads nothing should cost nothing per
+replica).
 """
 
 from __future__ import annotations
@@ -46,9 +49,37 @@ def prefix_affinity(loads: Sequence[ReplicaLoad], sequence_number: int) -> int:
                               else ReplicaLoad(1 << 62, 0) for load in loads], sequence_number)
 
 
+@dataclass(frozen=True, slots=True)
+class LoadReads:
+    """The parts of `ReplicaLoad` a router reads; the others may be left at zero."""
+
+    outstanding: bool = True
+    free_kv_blocks: bool = True
+    cached_prefix_blocks: bool = True
+
+    @property
+    def any(self) -> bool:
+        return self.outstanding or self.free_kv_blocks or self.cached_prefix_blocks
+
+
+READS_ALL = LoadReads()
+
+
 ROUTERS: dict[str, Router] = {
     "round_robin": round_robin,
     "least_outstanding": least_outstanding,
     "least_kv": least_kv,
     "prefix_affinity": prefix_affinity,
 }
+
+# What each router above reads of the loads; a router not listed is given every part.
+READS: dict[Router, LoadReads] = {
+    round_robin: LoadReads(False, False, False),
+    least_outstanding: LoadReads(True, False, False),
+    least_kv: LoadReads(False, True, False),
+    prefix_affinity: LoadReads(True, False, True),
+}
+
+
+def reads_of(router: Router) -> LoadReads:
+    return READS.get(router, READS_ALL)

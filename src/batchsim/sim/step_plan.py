@@ -35,6 +35,10 @@ class StepPlan:
     token_shaped: bool = False  # the cost shape is the token shape (use_token_shape)
     num_emitting: int = 0
     swap_tokens: int = 0  # tokens of KV moved over PCIe this step (swap out + swap in)
+    # Lower KV tiers (sim/kv_tiered_pool.py): seconds to load this step's prefix hits from
+    # them, and the layers a load may overlap the step's compute over (1: it cannot).
+    load_seconds: float = 0.0
+    load_layers: int = 1
     preempted: list[Request] = field(default_factory=list)
     wake_at: float | None = None  # for an empty plan: when to ask again if nothing arrives
     # Set by a policy that already counted them for `repeatable_steps`: the cumulative KV
@@ -48,6 +52,14 @@ class StepPlan:
     draft_seconds: float = 0.0
     verifying: np.ndarray | None = None  # per cost-shape sequence: verifies proposals
     verified_tokens: int = 0  # proposals the target computes this step (k per verification)
+
+    def with_loads(self, compute_s: float) -> float:
+        """The step's seconds with its tier loads, loaded and computed layer by layer as a
+        two-stage pipeline of `load_layers` equal layers: a layer computes once it is loaded
+        and the one before it is computed. One layer is load then compute."""
+        layers = self.load_layers
+        load, compute = self.load_seconds / layers, compute_s / layers
+        return load + (layers - 1) * max(load, compute) + compute
 
     @property
     def cost_new_tokens(self) -> np.ndarray:

@@ -1,36 +1,61 @@
-"""`batchsim plan`: run the plan with progress, write plan.json / plan.md / pareto.png and
-print the tables."""
+"""`batchsim plan`: run the plan with progress, write plan.json / plan.md / pareto.png /
+report.html and print the answer: the verdict, the answers of every variant and the base's
+best few candidates (the full tables are in the files)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from batchsim.apps.executors import Executor, make_executor
+from batchsim.apps.plan.answer_text import plan_answer
 from batchsim.apps.plan.outputs import PLAN_FILES, write_plan
 from batchsim.apps.plan.planner import PlanResult, run_plan
 from batchsim.apps.plan.records import plan_document
 from batchsim.apps.plan.runs import RunStats
-from batchsim.apps.plan.tables import TextTable, all_tables
+from batchsim.apps.plan.tables import TextTable, cheapest_table, max_rate_table, ranked_table
 from batchsim.apps.plan.verdict import judged_on
+from batchsim.apps.terminal import output_console, print_plain
 from batchsim.experiment.loader import ConfigError, load_experiment
 from batchsim.experiment.output_folder import hold_folder, output_folder
 from batchsim.experiment.outputs import versions
 from batchsim.metrics.confidence import t_critical
 
-_RANKED_SHOWN = 12
+_RANKED_SHOWN = 5  # the base's best few; plan.md and report.html rank every candidate
 
 
 def rich_table(table: TextTable) -> Table:
-    rendered = Table(title=table.title)
+    """TABLE for the terminal, every cell as plain text (a name may hold [...]); the title is
+    the caller's to print (rich would wrap it to the table's width)."""
+    rendered = Table()
     for index, header in enumerate(table.headers):
-        rendered.add_column(header, justify="left" if index < 2 else "right")
+        rendered.add_column(Text(header), justify="left" if index < 2 else "right")
     for row in table.rows:
-        rendered.add_row(*row)
+        rendered.add_row(*(Text(cell) for cell in row))
     return rendered
+
+
+def print_answer(console: Console, document: dict[str, Any]) -> None:
+    """The verdict, the answer tables and the base's best candidates: what to read first."""
+    answer = plan_answer(document)
+    print_plain(console, answer.headline)
+    for line in answer.what_ifs:
+        print_plain(console, f"  - {line}")
+    base = document["variants"][0]
+    tables = [cheapest_table(document), max_rate_table(document),
+              ranked_table(base, _RANKED_SHOWN, full=False) if base["candidates"] else None]
+    for table in tables:
+        if table is not None:
+            print_plain(console, table.title)
+            console.print(rich_table(table))
+            for note in table.notes:
+                print_plain(console, note)
+    print_plain(console, f"p99 columns: the judged value, {judged_on(document['replications'])}")
 
 
 def check_replications(file: Path, replications: int) -> None:
@@ -47,7 +72,7 @@ def check_replications(file: Path, replications: int) -> None:
 
 def run_plan_command(file: Path, overrides: list[str], out: Path | None, *, jobs: int,
                      executor: str, address: str | None) -> None:
-    console = Console()
+    console = output_console()
     exp, _ = load_experiment(file, overrides)
     check_replications(file, exp.replications)
     out_dir = output_folder(out, exp, PLAN_FILES, command="plan")
@@ -57,13 +82,11 @@ def run_plan_command(file: Path, overrides: list[str], out: Path | None, *, jobs
     with hold_folder(out_dir):
         result = _run_with_progress(file, overrides, out_dir, runner, console)
         document = plan_document(result, versions())
-        for table in all_tables(document, ranked_limit=_RANKED_SHOWN, full=False):
-            console.print(rich_table(table))
-        console.print(f"p99 columns: the judged value, {judged_on(len(result.seeds))}",
-                      highlight=False)
-        written = write_plan(out_dir, result, document)
+        print_answer(console, document)
+        written = write_plan(out_dir, document)
     for path in written:
-        console.print(f"wrote {path}", highlight=False)
+        print_plain(console, f"wrote {path}")
+    print_plain(console, "every table, every run: plan.md and report.html (the figures)")
 
 
 def _run_with_progress(file: Path, overrides: list[str], out_dir: Path, runner: Executor,
@@ -88,5 +111,5 @@ def _run_with_progress(file: Path, overrides: list[str], out_dir: Path, runner: 
         result = run_plan(file, overrides, out_dir, runner, on_round=on_round,
                           on_run_done=on_run_done)
     if skipped:
-        console.print(f"{skipped} runs were already complete and were not run again")
+        print_plain(console, f"{skipped} runs were already complete and were not run again")
     return result

@@ -3,10 +3,11 @@ console (rich) and plan.md (markdown) render the same tables."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from batchsim.apps.plan.bisect import MEETS_AT_HIGH, MISSES_AT_LOW
+from batchsim.apps.plan.durations import latency_text
 from batchsim.apps.plan.evaluate import DOES_NOT_FIT, FAILS, MEETS
 
 
@@ -15,19 +16,22 @@ class TextTable:
     title: str
     headers: list[str]
     rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)  # said once under the table, not per row
 
 
 def _number(value: Any, fmt: str, scale: float = 1.0, prefix: str = "") -> str:
     return "-" if value is None else prefix + format(value * scale, fmt)
 
 
-def _p99_ms(record: dict[str, Any], key: str) -> str:
+def p99_cell(record: dict[str, Any], key: str) -> str:
+    """The judged p99 of target `key`, in the unit that suits it (plan.json keeps an
+    infinite p99, a rejected request's, as null)."""
     p99 = (record.get("p99") or {}).get(key)
     if p99 is None:
         return "-"
     if p99["judged"] is None:
         return "rejected" if record["status"] != DOES_NOT_FIT else "-"
-    return format(p99["judged"] * 1000, ",.0f")
+    return latency_text(p99["judged"])
 
 
 def max_rate_cell(entry: dict[str, Any]) -> str:
@@ -67,11 +71,11 @@ def max_rate_detail_table(variant: dict[str, Any]) -> TextTable:
                      _number(at.get("tokens_per_s_per_gpu"), ",.0f"),
                      _number(at.get("tokens_per_s_per_user"), ",.1f"),
                      _number(at.get("usd_per_million_output_tokens"), ",.2f", prefix="$"),
-                     _p99_ms(at, "ttft_p99_s"), _p99_ms(at, "tpot_p99_s"),
+                     p99_cell(at, "ttft_p99_s"), p99_cell(at, "tpot_p99_s"),
                      str(len(entry["steps"]))])
     return TextTable(f"{variant['name']}: at the largest load meeting the SLO",
                      ["arm", "load", "GPUs", "out tok/s", "tok/s/GPU", "tok/s/user",
-                      "$/M out tok", "TTFT p99 ms", "TPOT p99 ms", "steps"], rows)
+                      "$/M out tok", "TTFT p99", "TPOT p99", "steps"], rows)
 
 
 def cheapest_table(document: dict[str, Any]) -> TextTable | None:
@@ -88,11 +92,11 @@ def cheapest_table(document: dict[str, Any]) -> TextTable | None:
         rows.append([variant["name"], best["label"], str(best["gpus"]),
                      _number(best["usd_per_hour"], ",.2f", prefix="$"),
                      _number(best["usd_per_million_output_tokens"], ",.2f", prefix="$"),
-                     _p99_ms(best, "ttft_p99_s"), _p99_ms(best, "tpot_p99_s")])
+                     p99_cell(best, "ttft_p99_s"), p99_cell(best, "tpot_p99_s")])
     target = variants[0]["candidates"]["target_rate"]
     return TextTable(f"cheapest configuration meeting the SLO at {target:g}",
                      ["variant", "configuration", "GPUs", "$/hour", "$/M out tok",
-                      "TTFT p99 ms", "TPOT p99 ms"], rows)
+                      "TTFT p99", "TPOT p99"], rows)
 
 
 def _verdict(record: dict[str, Any], full: bool) -> str:
@@ -106,19 +110,36 @@ def _verdict(record: dict[str, Any], full: bool) -> str:
     return status
 
 
+def does_not_fit_notes(rows: list[dict[str, Any]], what: str = "candidates") -> list[str]:
+    """One line per distinct reason for not fitting, with the configurations it rules out:
+    said per row, the same sentence would fill the table."""
+    by_reason: dict[str, list[str]] = {}
+    for row in rows:
+        if row["status"] == DOES_NOT_FIT:
+            by_reason.setdefault(row["reasons"][0], []).append(row["label"])
+    notes = []
+    for reason, labels in by_reason.items():
+        count = f"{len(labels)} {what} do" if len(labels) > 1 else f"1 {what.rstrip('s')} does"
+        notes.append(f"{count} not fit ({', '.join(labels)}): {reason}")
+    return notes
+
+
 def ranked_table(variant: dict[str, Any], limit: int | None = None,
                  full: bool = True) -> TextTable:
-    ranked = variant["candidates"]["ranked"]
+    """The candidates that fit, best first; those that do not fit are grouped by reason in
+    the notes (they rank last anyway)."""
+    everything = variant["candidates"]["ranked"]
+    ranked = [row for row in everything if row["status"] != DOES_NOT_FIT]
     shown = ranked if limit is None else ranked[:limit]
     rows = [[str(row["rank"]), row["label"], str(row["gpus"]),
              _number(row["usd_per_hour"], ",.2f", prefix="$"),
              _number(row["usd_per_million_output_tokens"], ",.2f", prefix="$"),
-             _p99_ms(row, "ttft_p99_s"), _p99_ms(row, "tpot_p99_s"), _verdict(row, full)]
+             p99_cell(row, "ttft_p99_s"), p99_cell(row, "tpot_p99_s"), _verdict(row, full)]
             for row in shown]
     more = "" if len(shown) == len(ranked) else f" (first {len(shown)} of {len(ranked)})"
     return TextTable(f"{variant['name']}: candidates ranked{more}",
-                     ["#", "configuration", "GPUs", "$/hour", "$/M out tok", "TTFT p99 ms",
-                      "TPOT p99 ms", "verdict"], rows)
+                     ["#", "configuration", "GPUs", "$/hour", "$/M out tok", "TTFT p99",
+                      "TPOT p99", "verdict"], rows, does_not_fit_notes(everything))
 
 
 def _percent(value: Any) -> str:
@@ -131,12 +152,12 @@ def fleets_table(variant: dict[str, Any], full: bool = True) -> TextTable:
              _number(row["usd"], ",.2f", prefix="$"),
              _number(row["usd_per_million_output_tokens"], ",.2f", prefix="$"),
              _number(row["replicas_paid_mean"], ",.2f"), _percent(row["slo_attainment"]),
-             _p99_ms(row, "ttft_p99_s"), _p99_ms(row, "tpot_p99_s"), _verdict(row, full)]
+             p99_cell(row, "ttft_p99_s"), p99_cell(row, "tpot_p99_s"), _verdict(row, full)]
             for row in variant["autoscaling"]["ranked"]]
     return TextTable(f"{variant['name']}: fixed and autoscaled fleets on the file's traffic, "
                      "ranked",
                      ["#", "configuration", "GPU-hours", "$ paid", "$/M out tok",
-                      "replicas paid, mean", "SLO attainment", "TTFT p99 ms", "TPOT p99 ms",
+                      "replicas paid, mean", "SLO attainment", "TTFT p99", "TPOT p99",
                       "verdict"], rows)
 
 

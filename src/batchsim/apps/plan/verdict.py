@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchsim.apps.plan.durations import latency_text
 from batchsim.apps.plan.runs import RunStats
 from batchsim.experiment.schema import PlanKeepUpConfig, SLOConfig
 from batchsim.metrics.confidence import t_interval
@@ -62,11 +63,15 @@ def _judged_p99(samples: list[float | None]) -> tuple[float | None, float | None
     return mean, high
 
 
-def _ms(seconds: float) -> str:
-    """Milliseconds with a decimal where it can matter (100.4 ms > 100 ms); long waits in
-    seconds."""
+def _latency(seconds: float) -> str:
+    """A latency beside its target, with the decimals that can matter near a bound
+    (100.4 ms > 100 ms, 2.004 s > 2 s); waits of a minute or more in minutes or hours."""
+    if seconds >= 60.0:
+        return latency_text(seconds)
     if seconds >= 10.0:
-        return f"{seconds:,.0f} s"
+        return f"{seconds:,.1f} s".replace(".0 s", " s")
+    if seconds >= 1.0:
+        return f"{seconds:.3f}".rstrip("0").rstrip(".") + " s"
     return f"{seconds * 1000:,.1f} ms".replace(".0 ms", " ms")
 
 
@@ -93,7 +98,7 @@ def judge(runs: list[RunStats], slo: SLOConfig, keep_up: PlanKeepUpConfig) -> Ve
             label = "rejections"
         elif judged > target:
             what = "upper 95% bound" if len(runs) > 1 else "p99"
-            reasons.append(f"{label} {what} {_ms(judged)} > {_ms(target)}")
+            reasons.append(f"{label} {what} {_latency(judged)} > {_latency(target)}")
         else:
             continue
         if label not in missed:
@@ -103,8 +108,9 @@ def judge(runs: list[RunStats], slo: SLOConfig, keep_up: PlanKeepUpConfig) -> Ve
     if growing:
         worst = max(growing, key=lambda trend: trend.growth_per_s if trend else 0.0)
         assert worst is not None
-        reasons.append(f"queue growing: mean TTFT {worst.early_ttft_s:.2f} s early, "
-                       f"{worst.late_ttft_s:.2f} s late (+{worst.growth_per_s:.2f} s/s)")
+        reasons.append(f"queue growing: mean TTFT {latency_text(worst.early_ttft_s)} early, "
+                       f"{latency_text(worst.late_ttft_s)} late "
+                       f"(+{worst.growth_per_s:.2f} s/s)")
         missed.append("queue")
     return Verdict(not reasons, reasons, missed, p99, kept)
 

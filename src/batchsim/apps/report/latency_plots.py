@@ -10,8 +10,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 from matplotlib.transforms import blended_transform_factory
 
+from batchsim.apps.report.bar_labels import fit_bar_labels
 from batchsim.apps.report.figures import Drawing, NoPlot, PlotSpec
 from batchsim.apps.report.results import REQUESTS_FILE, RunResults
 from batchsim.apps.report.style import (
@@ -182,16 +184,19 @@ def _scaled(value: object, scale: float) -> float | None:
     return float(value) * scale if isinstance(value, int | float) else None
 
 
-def _bars_panel(axis: Axes, results: RunResults, latency: Latency) -> None:
+def _bars_panel(axis: Axes, results: RunResults, latency: Latency) -> list[Text]:
+    """Draw one latency's bars; returns their number labels, for `fit_bar_labels`."""
     values = _percentile_values(results, latency)
     width = 0.8 / len(values)
-    label_bars = len(values) <= 4  # more arms than that and the numbers would overlap
+    label_bars = len(values) <= 4  # more arms than that and the numbers would be unreadable
+    labels: list[Text] = []
     for index, row in enumerate(values):
         x = np.arange(len(PERCENTILES)) + (index - (len(values) - 1) / 2) * width
         heights = [np.nan if v is None else v for v in row]
         bars = axis.bar(x, heights, width=width * 0.95, color=arm_colour(index))
         if label_bars:
-            axis.bar_label(bars, labels=[_short(v) for v in row], fontsize=6.5, padding=1)
+            labels += axis.bar_label(bars, labels=[_short(v) for v in row], fontsize=6.5,
+                                     padding=1)
         _mark_empty(axis, x, row)
     present = [v for row in values for v in row if v is not None]
     axis.set_xlabel(_slo_marker(axis, results, latency, present, horizontal=False))
@@ -202,6 +207,7 @@ def _bars_panel(axis: Axes, results: RunResults, latency: Latency) -> None:
     axis.set_xticks(np.arange(len(PERCENTILES)), [name for _, name in PERCENTILES])
     axis.set(title=latency.long, ylabel=f"{latency.short} ({latency.unit}{log})")
     axis.margins(y=0.12)  # room for the numbers above the tallest bars
+    return labels
 
 
 def _mark_empty(axis: Axes, x: np.ndarray, row: list[float | None]) -> None:
@@ -220,9 +226,10 @@ def _short(value: float | None) -> str:
 def draw_percentiles(results: RunResults) -> Drawing:
     figure = Figure(figsize=(WIDTH_IN, 3.7))
     axes = figure.subplots(1, len(LATENCIES))
-    for axis, latency in zip(axes, LATENCIES, strict=True):
-        _bars_panel(axis, results, latency)
+    labels = [(axis, _bars_panel(axis, results, latency))
+              for axis, latency in zip(axes, LATENCIES, strict=True)]
     figure_legend(figure, [*_arm_handles(results, bars=True), *_slo_handle(results)])
+    fit_bar_labels(figure, labels)
     return Drawing(figure)
 
 

@@ -48,9 +48,16 @@ _LEGEND_COLUMNS = 4
 _LEGEND_ROW_IN = 0.2
 
 
+# For figures read at a glance at the page's width (the plan's): no text below 10 pt.
+_LARGE_TEXT_RC: dict[Any, Any] = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11,
+                                  "legend.fontsize": 10, "xtick.labelsize": 10,
+                                  "ytick.labelsize": 10}
+
+
 @contextmanager
-def report_style() -> Iterator[None]:
-    with mpl.style.context("default"), mpl.rc_context(_RC):
+def report_style(*, large_text: bool = False) -> Iterator[None]:
+    with mpl.style.context("default"), mpl.rc_context(_RC), \
+            mpl.rc_context(_LARGE_TEXT_RC if large_text else {}):
         yield
 
 

@@ -8,12 +8,13 @@ same folder always gives the same bytes.
 from __future__ import annotations
 
 from html import escape
-from typing import Any
 
+from batchsim.apps.gpu_note import gpus_per_arm_note
 from batchsim.apps.report.figures import RenderedPlot
 from batchsim.apps.report.page import html_document, plot_section, setup_phrases
 from batchsim.apps.report.sweep_results import (
     KNEE_SHARE,
+    PanelGroup,
     Series,
     SweepResults,
     SweepRow,
@@ -21,6 +22,7 @@ from batchsim.apps.report.sweep_results import (
     short_name,
     value_text,
 )
+from batchsim.apps.report.sweep_slo import SLO_DEFINITION, has_targets, slo_line
 from batchsim.apps.report.sweep_table import COLUMNS, CSS, Column, cell_text, sweep_table_html
 
 _PREVIEW_VALUES = 12  # swept values listed in the header before "…"
@@ -43,6 +45,9 @@ def _context_lines(results: SweepResults) -> list[str]:
         "kv_tokens_per_replica")
     if isinstance(blocks, int) and isinstance(tokens, int):
         lines.append(f"KV cache simulated: {blocks:,} blocks = {tokens:,} tokens per replica")
+    note = _gpus_note(results)
+    if note:
+        lines.append(f"at the first point: {note}")
     if deployment.get("traffic"):
         lines.append(f"traffic at the first point: {deployment['traffic']}")
     for key in results.parameters:
@@ -56,6 +61,22 @@ def _context_lines(results: SweepResults) -> list[str]:
                  + ("s per point with independent seeds: each number is a mean, bands and ± "
                     "are 95% confidence intervals" if reps > 1 else " per point: no intervals"))
     return [*lines, ", ".join(setup_phrases(results.config))]
+
+
+def _gpus_note(results: SweepResults) -> str | None:
+    """Each arm's GPUs at the first point, where an arm runs on more than the one replica the
+    deployment line plans (replicas, disaggregated pools), as on a run's report."""
+    tp, pp = (results.config.get(key) for key in ("tensor_parallel", "pipeline_parallel"))
+    if not isinstance(tp, int) or not isinstance(pp, int):
+        return None
+    first = results.rows[0].point
+    return gpus_per_arm_note(tp * pp, [(row.arm, _count(row.metrics.get("gpus")))
+                                       for row in results.rows if row.point == first])
+
+
+def _count(value: object) -> object:
+    """A mean over replications of a GPU count is a float of an integer: the count."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _notes(results: SweepResults) -> list[str]:
@@ -86,10 +107,9 @@ def _value(row: SweepRow, label: str) -> str | None:
     return None if row.mean(column.path) is None else cell_text(row, column)[0]
 
 
-def _glance_line(results: SweepResults, series: Series, group: dict[str, Any]) -> str:
+def _glance_line(results: SweepResults, series: Series, group: PanelGroup) -> str:
     """The knee of one curve in words, and what changes from it to the last point."""
-    prefix = "".join(f"{short_name(k)}={value_text(v)}, " for k, v in group.items())
-    name = f"{prefix}{series.arm}"
+    name = _curve_name(series, group)
     tput = next(c for c in COLUMNS if c.label == "output tok/s")
     present = [row for row in series.rows if row.mean(tput.path) is not None]
     if not present:
@@ -120,16 +140,29 @@ def _text(row: SweepRow, column: Column) -> str:
     return cell_text(row, column)[0]
 
 
+def _curve_name(series: Series, group: PanelGroup) -> str:
+    label = group.label()
+    return f"{label}, {series.arm}" if label else series.arm
+
+
 def _glance(results: SweepResults) -> list[str]:
-    if not results.x_is_numeric() or len(results.x_values()) < 3:
+    if not results.x_is_numeric():
         return []
-    lines = [_glance_line(results, series, group) for group in results.groups()
-             for series in results.series(group)]
-    definition = (f"The knee is the first swept value at which an arm's mean output "
-                  f"throughput reaches {KNEE_SHARE:.0%} of its peak over the sweep: past it, "
-                  "more load buys little throughput and mostly adds waiting.")
-    return ["<h2>At a glance</h2>", f"<p class=\"caption\">{escape(definition)}</p>",
-            "<ul class=\"glance\">", *(f"<li>{escape(line)}</li>" for line in lines), "</ul>"]
+    curves = [(group, series) for group in results.panel_groups()
+              for series in results.series(group.first)]
+    lines = [slo_line(results, series, _curve_name(series, group)) for group, series in curves]
+    captions = [SLO_DEFINITION] if has_targets(results) else []
+    if len(results.x_values()) >= 3:
+        lines += [_glance_line(results, series, group) for group, series in curves]
+        captions.append(f"The knee is the first swept value at which an arm's mean output "
+                        f"throughput reaches {KNEE_SHARE:.0%} of its peak over the sweep: "
+                        "past it, more load buys little throughput and mostly adds waiting.")
+    shown = [line for line in lines if line]
+    if not shown:
+        return []
+    return ["<h2>At a glance</h2>",
+            *(f"<p class=\"caption\">{escape(caption)}</p>" for caption in captions),
+            "<ul class=\"glance\">", *(f"<li>{escape(line)}</li>" for line in shown), "</ul>"]
 
 
 def _footer(results: SweepResults) -> str:

@@ -13,12 +13,14 @@ nested: the first arm's line and markers are the widest, each later arm's narrow
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -37,6 +39,7 @@ from batchsim.apps.report.style import (
 from batchsim.apps.report.sweep_results import (
     KNEE_SHARE,
     MetricPath,
+    PanelGroup,
     Series,
     SweepResults,
     parameter_label,
@@ -49,6 +52,7 @@ _FEW_DECADES = 300.0  # up to this spread a log axis also labels 2s and 5s
 _MAX_TICKS = 12  # up to this many swept values, each is a labelled tick
 _MAX_ROWS = 8  # panel rows (groups of the other parameters) drawn in one figure
 _ROW_IN = 2.6  # height of one panel row
+_TITLE_LINE_IN = 0.18  # one more line of a wrapped panel title (axes.titlesize, spaced)
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
 _NESTED = 4  # the first this many arms get nested line widths and marker sizes
 _BAND_ALPHA = 0.14
@@ -206,7 +210,7 @@ def _slo(results: SweepResults, curve: Curve, lines: list[_Line]) -> tuple[float
     return None, f"SLO target {value:,g} {curve.unit}: {'above' if above else 'below'} every value"
 
 
-def _panel(axis: Axes, results: SweepResults, group: dict[str, Any], curve: Curve,
+def _panel(axis: Axes, results: SweepResults, group: PanelGroup, curve: Curve,
            lines: list[_Line], positions: dict[Any, float]) -> set[str]:
     """Draw one panel; returns what the legend must explain: "band", "knee", "star", "slo"."""
     arms = len(results.arms)
@@ -214,7 +218,7 @@ def _panel(axis: Axes, results: SweepResults, group: dict[str, Any], curve: Curv
     for line in lines:
         if _draw_line(axis, line, arms):
             shown.add("band")
-    knees = [(series, knee) for series in results.series(group)
+    knees = [(series, knee) for series in results.series(group.first)
              if (knee := results.knee(series)) is not None]
     for series, knee in knees:
         if curve.knee_stars:
@@ -225,20 +229,63 @@ def _panel(axis: Axes, results: SweepResults, group: dict[str, Any], curve: Curv
     for x in sorted({positions[results.x_of(knee)] for _, knee in knees}):
         axis.axvline(x, **_KNEE_LINE, zorder=0)
         shown.add("knee")
-    target, far = _slo(results, curve, lines)
+    target, _ = _slo(results, curve, lines)
     if target is not None:
         axis.axhline(target, **_SLO_STYLE, zorder=2)
         shown.add("slo")
     if not lines:
         axis.text(0.5, 0.5, "no values in summary.json", ha="center", va="center",
                   transform=axis.transAxes, color="0.4")
-    title = curve.title
-    if group:
-        title = ", ".join(f"{short_name(k)}={value_text(v)}" for k, v in group.items()) + \
-            f": {title}"
-    axis.set_title(f"{title} ({far})" if far else title)
+    label = group.label()
+    axis.set_title(f"{label}: {curve.title}" if label else curve.title)
     axis.set_ylabel(curve.ylabel)
     return shown
+
+
+def _far_notes(results: SweepResults, curve: Curve, group: PanelGroup,
+               lines: list[_Line]) -> list[str]:
+    """A target far from every value, in words under the figure: in the panel's title it
+    would run past the panel."""
+    _, far = _slo(results, curve, lines)
+    label = group.label()
+    return [f"{label + ': ' if label else ''}{curve.title}: {far} (not drawn)"] if far else []
+
+
+def _fit_titles(figure: Figure, axes: np.ndarray) -> None:
+    """Wrap each title wider than its panel, and grow the figure by the lines added, so that
+    no title is cut off nor runs into its neighbour, and the panels keep their size."""
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    extra_lines = 0
+    for axis in axes.flat:
+        title = axis.title
+        room, width = axis.get_window_extent(renderer).width, title.get_window_extent(
+            renderer).width
+        if width <= room:
+            continue
+        text = title.get_text()
+        lines = textwrap.wrap(text, width=max(8, int(len(text) * room / width)))
+        title.set_text("\n".join(lines))
+        extra_lines = max(extra_lines, len(lines) - 1)
+    if not extra_lines:
+        return
+    extra_in = extra_lines * _TITLE_LINE_IN
+    params = figure.subplotpars
+    width_in, height_in = figure.get_size_inches()
+    rows = axes.shape[0]
+    axis_in = (params.top - params.bottom) * height_in / (rows + (rows - 1) * params.hspace)
+    top_in, bottom_in = (1 - params.top) * height_in + extra_in, params.bottom * height_in
+    height_in += rows * extra_in
+    figure.set_size_inches(width_in, height_in)
+    figure.subplots_adjust(top=1 - top_in / height_in, bottom=bottom_in / height_in,
+                           hspace=params.hspace + extra_in / axis_in)
+
+
+def _zero_throughout(results: SweepResults, curve: Curve) -> bool:
+    """Every arm's value (and companion) is zero at every point: a flat line at zero says
+    nothing a sentence does not."""
+    paths = [curve.path, *([curve.companion] if curve.companion else [])]
+    values = [row.mean(path) for row in results.rows for path in paths]
+    return any(v is not None for v in values) and all(v in (None, 0.0) for v in values)
 
 
 def _y_values(lines: list[_Line], curve: Curve, results: SweepResults) -> list[float]:
@@ -321,22 +368,29 @@ def draw_curves(figure_spec: CurveFigure, results: SweepResults) -> Drawing:
     if results.x_parameter is None:
         raise NoPlot("this sweep has no swept parameter (replications only): its one point "
                      "is in the table")
-    curves = list(figure_spec.curves)
-    if not any(row.mean(c.path) is not None for row in results.rows for c in curves):
-        raise NoPlot(f"{SUMMARY_FILE} has no " + " or ".join(".".join(c.path) for c in curves)
+    every = list(figure_spec.curves)
+    if not any(row.mean(c.path) is not None for row in results.rows for c in every):
+        raise NoPlot(f"{SUMMARY_FILE} has no " + " or ".join(".".join(c.path) for c in every)
                      + " for any arm")
-    groups = results.groups()
+    zero = [c for c in every if _zero_throughout(results, c)]
+    zero_note = " and ".join(c.title for c in zero) + ": zero at every point for every arm"
+    curves = [c for c in every if c not in zero]
+    if not curves:
+        raise NoPlot(zero_note)
+    groups = results.panel_groups()
     shown = groups[:_MAX_ROWS]
     positions = _positions(results)
     handle_rows = -(-(len(results.arms) + 4) // 4)
     figure = Figure(figsize=(WIDTH_IN, 1.2 + 0.2 * handle_rows + (_ROW_IN + 0.45) * len(shown)))
     axes = figure.subplots(len(shown), len(curves), squeeze=False)
     shown_features: set[str] = set()
+    notes = [zero_note] if zero else []
     for row_axes, group in zip(axes, shown, strict=True):
-        lines = [_lines(results, group, curve, positions) for curve in curves]
+        lines = [_lines(results, group.first, curve, positions) for curve in curves]
         bottoms = _y_scales(list(row_axes), lines, curves, results, figure_spec.share_y)
         for axis, curve, panel_lines in zip(row_axes, curves, lines, strict=True):
             shown_features |= _panel(axis, results, group, curve, panel_lines, positions)
+            notes += _far_notes(results, curve, group, panel_lines)
         tops = [axis.get_ylim()[1] for axis in row_axes]
         for axis, bottom in zip(row_axes, bottoms, strict=True):
             axis.set_ylim(bottom, max(tops) if figure_spec.share_y else None)
@@ -344,7 +398,11 @@ def draw_curves(figure_spec: CurveFigure, results: SweepResults) -> Drawing:
         for axis in row_axes:
             _x_axis(axis, results, positions, bottom_row=row_index == len(shown) - 1)
     figure_legend(figure, _row_major(_handles(results, figure_spec, shown_features)))
-    notes = [note for curve in curves for note in _missing_notes(results, curve, shown)]
+    _fit_titles(figure, axes)
+    drawn = [member for group in shown for member in group.members]
+    notes += [note for curve in curves for note in _missing_notes(results, curve, drawn)]
+    notes += [f"{group.label()}: identical results, drawn once" for group in shown
+              if len(group.members) > 1]
     if len(groups) > len(shown):
         notes.append(f"{len(groups) - len(shown)} more combinations of "
                      + ", ".join(results.parameters[1:]) + " are in the table only")

@@ -7,7 +7,9 @@ file, plus (for the deployment line of the header) the first point's own summary
 
 Curves: x is the first swept parameter; every combination of the others' values (a *group*)
 is a panel row of its own, so with one parameter there is one row. Each arm is one curve per
-group, its points in the order of the swept values (sorted, when they are numbers).
+group, its points in the order of the swept values (sorted, when they are numbers). Groups
+whose rows hold the same numbers (the other parameters changed nothing) share one panel row,
+labelled with all of them (`panel_groups`), so no panel is drawn twice.
 """
 
 from __future__ import annotations
@@ -81,6 +83,34 @@ class Series:
 
 
 @dataclass(frozen=True, slots=True)
+class PanelGroup:
+    """Groups drawn as one panel row: their curves are identical, so one stands for all."""
+
+    members: list[dict[str, Any]]
+
+    @property
+    def first(self) -> dict[str, Any]:
+        return self.members[0]
+
+    def label(self) -> str:
+        """"max_model_len=2048" or, merged, "max_model_len=2048 or 4096"; "" with no group."""
+        if not self.first:
+            return ""
+        keys = list(self.first)
+        varying = [k for k in keys if len({value_text(m[k]) for m in self.members}) > 1]
+        fixed = [f"{short_name(k)}={value_text(self.first[k])}" for k in keys
+                 if k not in varying]
+        if not varying:
+            return ", ".join(fixed)
+        combos = " or ".join(", ".join(f"{short_name(k)}={value_text(m[k])}" for k in varying)
+                             for m in self.members)
+        if len(varying) == 1:
+            key = short_name(varying[0])
+            combos = f"{key}=" + " or ".join(value_text(m[varying[0]]) for m in self.members)
+        return ", ".join([*fixed, combos])
+
+
+@dataclass(frozen=True, slots=True)
 class SweepResults:
     folder: Path
     summary: dict[str, Any]
@@ -129,6 +159,15 @@ class SweepResults:
             rest = {key: row.point.get(key) for key in self.parameters[1:]}
             seen.setdefault(tuple(hashable(v) for v in rest.values()), rest)
         return list(seen.values())
+
+    def panel_groups(self) -> list[PanelGroup]:
+        """The groups, those whose every curve holds the same numbers merged into one."""
+        merged: dict[str, list[dict[str, Any]]] = {}
+        for group in self.groups():
+            numbers = [(s.arm, [(self.x_of(r), r.metrics, r.ci95) for r in s.rows])
+                       for s in self.series(group)]
+            merged.setdefault(json.dumps(numbers, sort_keys=True, default=str), []).append(group)
+        return [PanelGroup(members) for members in merged.values()]
 
     def series(self, group: dict[str, Any]) -> list[Series]:
         """One curve per arm in this group, points in x order; arms with no row left out."""

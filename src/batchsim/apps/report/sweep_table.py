@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from html import escape
+from typing import Any
+
+import jinja2
 
 from batchsim.apps.report.sweep_results import (
     MetricPath,
@@ -116,34 +118,52 @@ def _columns(results: SweepResults) -> list[Column]:
             or any(row.mean(c.path) not in (None, 0.0) for row in results.rows)]
 
 
-def sweep_table_html(results: SweepResults) -> str:
-    keys = results.parameters
-    columns = _columns(results)
-    head = "".join(f"<th class=\"key\" scope=\"col\" title=\"{escape(k)}\">"
-                   f"{escape(short_name(k))}</th>" for k in keys)
-    head += "<th class=\"key\" scope=\"col\">arm</th>"
-    head += "".join(f"<th scope=\"col\">{escape(c.label)}</th>" for c in columns)
-    lines = ["<div class=\"table-wrap\">", "<table class=\"sweep\">",
-             f"<thead><tr>{head}</tr></thead>", "<tbody>"]
-    knee_rows = knees(results)
+# Laid out by jinja2 with autoescape on, so every user string (arm names, swept values) is
+# escaped once, by the template; the rows' rowspans and classes are decided in Python.
+_TEMPLATE = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True,
+                               keep_trailing_newline=False).from_string("""\
+<div class="table-wrap">
+<table class="sweep">
+<thead><tr>
+{%- for key in keys %}<th class="key" scope="col" title="{{ key }}">{{ short(key) }}</th>
+{%- endfor %}<th class="key" scope="col">arm</th>
+{%- for label in labels %}<th scope="col">{{ label }}</th>{% endfor %}</tr></thead>
+<tbody>
+{% for row in rows %}
+<tr{% if row.span %} class="first-of-point"{% endif %}>
+{%- for value in row.point %}<td class="key point" rowspan="{{ row.span }}">{{ value }}</td>
+{%- endfor %}<td class="key">{{ row.arm }}{% if row.knee %} <span class="knee">knee</span>
+{%- endif %}</td>
+{%- for cell in row.cells %}<td{% if cell.alert %} class="alert"{% endif %}>{{ cell.mean }}
+{%- if cell.half %}<span class="ci">{{ cell.half }}</span>{% endif %}</td>{% endfor %}</tr>
+{% endfor %}
+</tbody>
+</table>
+</div>""")
+
+
+def _rows(results: SweepResults, columns: list[Column]) -> list[dict[str, Any]]:
+    """Each row's cells; a point's first row also carries its values and how many rows (its
+    arms') they span."""
+    keys, knee_rows = results.parameters, knees(results)
+    rows: list[dict[str, Any]] = []
     previous: dict[str, object] | None = None
     for index, row in enumerate(results.rows):
-        first = row.point != previous
-        previous = row.point
-        cells = ""
-        if first:  # the point's values once, spanning its arms' rows
+        span = 0
+        if row.point != previous:  # the point's values once, spanning its arms' rows
             span = next((n for n, later in enumerate(results.rows[index:])
                          if later.point != row.point), len(results.rows) - index)
-            cells = "".join(f"<td class=\"key point\" rowspan=\"{span}\">"
-                            f"{escape(value_text(row.point.get(k)))}</td>" for k in keys)
-        badge = " <span class=\"knee\">knee</span>" if id(row) in knee_rows else ""
-        cells += f"<td class=\"key\">{escape(row.arm)}{badge}</td>"
+        previous = row.point
+        cells = []
         for column in columns:
             mean, half = cell_text(row, column)
-            inner = escape(mean) + (f"<span class=\"ci\">{escape(half)}</span>" if half else "")
-            alert = " class=\"alert\"" if _alert(results, row, column) else ""
-            cells += f"<td{alert}>{inner}</td>"
-        row_class = " class=\"first-of-point\"" if first else ""
-        lines.append(f"<tr{row_class}>{cells}</tr>")
-    lines += ["</tbody>", "</table>", "</div>"]
-    return "\n".join(lines)
+            cells.append({"mean": mean, "half": half, "alert": _alert(results, row, column)})
+        rows.append({"span": span, "arm": row.arm, "knee": id(row) in knee_rows, "cells": cells,
+                     "point": [value_text(row.point.get(k)) for k in keys] if span else []})
+    return rows
+
+
+def sweep_table_html(results: SweepResults) -> str:
+    columns = _columns(results)
+    return _TEMPLATE.render(keys=results.parameters, short=short_name,
+                            labels=[c.label for c in columns], rows=_rows(results, columns))

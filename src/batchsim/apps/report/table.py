@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+import pandas as pd
+
 from batchsim.apps.report.results import RunResults
 
 Metrics = dict[str, Any]
@@ -202,12 +204,16 @@ def table_rows(metrics: list[Metrics]) -> list[tuple[str, list[tuple[str, bool]]
 
 
 def comparison_table_html(results: RunResults) -> str:
-    head = "".join(f"<th scope=\"col\">{escape(arm.label)}</th>" for arm in results.arms)
-    lines = [f"<table class=\"comparison\">\n<thead><tr><th>metric</th>{head}</tr></thead>",
-             "<tbody>"]
-    for label, cells in table_rows([arm.metrics for arm in results.arms]):
-        tds = "".join(f"<td class=\"alert\">{escape(text)}</td>" if alert
-                      else f"<td>{escape(text)}</td>" for text, alert in cells)
-        lines.append(f"<tr><th scope=\"row\">{escape(label)}</th>{tds}</tr>")
-    lines.append("</tbody>\n</table>")
-    return "\n".join(lines)
+    """The table as HTML, laid out by pandas' Styler: a column per arm, a row per metric, the
+    alert cells classed `alert`. Every text is escaped here, since Styler prints cells as
+    given; the fixed table id keeps the page's bytes the same from run to run."""
+    rows = table_rows([arm.metrics for arm in results.arms])
+    columns = pd.RangeIndex(len(results.arms), name="metric")
+    text = pd.DataFrame([[escape(t) for t, _ in cells] for _, cells in rows], columns=columns)
+    alerts = pd.DataFrame([["alert" if alert else "" for _, alert in cells] for _, cells in rows],
+                          columns=columns)
+    styler = (text.style.set_uuid("comparison").set_table_attributes('class="comparison"')
+              .set_td_classes(alerts)
+              .relabel_index([escape(label) for label, _ in rows], axis=0)
+              .relabel_index([escape(arm.label) for arm in results.arms], axis=1))
+    return styler.to_html(cell_ids=False)

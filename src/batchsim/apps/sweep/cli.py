@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 
 from batchsim.apps.executors import Executor, make_executor
 from batchsim.apps.interrupt import InterruptReported
-from batchsim.apps.sweep.outputs import print_sweep_table, write_sweep_outputs
+from batchsim.apps.sweep.outputs import print_slo_reach, print_sweep_table, write_sweep_outputs
 from batchsim.apps.sweep.points import SweepAxis, parse_axis
 from batchsim.apps.sweep.runs import RunOutcome, RunTask, SweepPlan, plan_sweep, run_sweep
 from batchsim.apps.terminal import output_console, print_plain
@@ -110,6 +110,7 @@ def _run_sweep_command(file: Path, overrides: list[str], params: list[str], out:
         print_plain(console, tally.arms_line())
         print_sweep_table(rows, console)
         written = write_sweep_outputs(out_dir, exp, plan, rows)
+        print_slo_reach(out_dir, console)
     _print_written(out_dir, written, console)
 
 

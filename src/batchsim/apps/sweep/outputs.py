@@ -13,6 +13,7 @@ from rich.table import Table
 
 from batchsim.apps.report.results import read_summary
 from batchsim.apps.sweep.runs import SweepPlan
+from batchsim.apps.terminal import print_plain
 from batchsim.experiment.output_folder import naming, write_text, written_atomically
 from batchsim.experiment.outputs import json_safe, versions
 from batchsim.experiment.schema import Experiment
@@ -100,6 +101,21 @@ def _cell(metrics: Any, ci: Any, path: tuple[str, ...], scale: float, fmt: str) 
     if isinstance(ci, list):
         text += " ± " + format((ci[1] - ci[0]) / 2 * scale, fmt)
     return text
+
+
+def print_slo_reach(out_dir: Path, console: Console) -> None:
+    """Each curve's highest swept value meeting the SLO, as the report's "at a glance" says it
+    (from the summary.json just written), when the file sets p99 targets."""
+    from batchsim.apps.report.sweep_results import load_sweep
+    from batchsim.apps.report.sweep_slo import slo_line
+
+    results = load_sweep(out_dir, read_summary(out_dir))
+    for group in results.panel_groups():
+        label = group.label()
+        for series in results.series(group.first):
+            line = slo_line(results, series, f"{label}, {series.arm}" if label else series.arm)
+            if line:
+                print_plain(console, line)
 
 
 def print_sweep_table(rows: list[dict[str, Any]], console: Console) -> None:

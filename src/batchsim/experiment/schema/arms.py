@@ -15,6 +15,7 @@ from batchsim.experiment.schema.common import (
     rule_error,
 )
 from batchsim.experiment.schema.gateway import GatewayConfig
+from batchsim.experiment.schema.kv_tiers import ArmKVTiers
 from batchsim.experiment.schema.ordering import FcfsOrdering, OrderingConfig
 from batchsim.experiment.schema.pool_autoscaler import DisaggregatedAutoscalerConfig
 from batchsim.experiment.schema.speculative import SpeculativeConfig
@@ -165,6 +166,7 @@ class ContinuousArm(_QueuedArm):
     admission: ArmAdmission = None
     admission_reserve: ArmAdmissionReserve = None
     prefix_caching: ArmPrefixCaching = None
+    kv_tiers: ArmKVTiers = None
     kv_allocation: ArmKVAllocation = None
     ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
     deployment: ArmDeploymentKey = None
@@ -203,6 +205,7 @@ class ChunkedPrefillArm(_QueuedArm):
     admission: ArmAdmission = None
     admission_reserve: ArmAdmissionReserve = None
     prefix_caching: ArmPrefixCaching = None
+    kv_tiers: ArmKVTiers = None
     kv_allocation: ArmKVAllocation = None
     ordering: ArmOrdering = Field(default_factory=FcfsOrdering)
     deployment: ArmDeploymentKey = None
@@ -247,12 +250,12 @@ class DisaggregatedArm(ConfigModel):
     """Disaggregated serving (DistServe, Splitwise): a prefill pool computes each prompt and
     its first token (the TTFT); the request's KV cache then crosses `kv_link` to a decode pool,
     which waits for free KV blocks for it and generates the remaining tokens with continuous
-    batching. Each pool has its own replicas, GPU, tensor parallelism and KV capacity (sized
-    from its own GPU memory, or `kv_cache.num_blocks`). The experiment's `replicas` does not
-    apply: the arm uses `prefill_replicas × prefill_tensor_parallel + decode_replicas ×
-    decode_tensor_parallel` GPUs. Arrivals reach the prefill pool through the experiment's
-    `router`; a prefilled request goes to the decode replica with the fewest requests (then
-    the most free KV blocks)."""
+    batching. Each pool has its own replicas, GPU, tensor and expert parallelism, data-parallel
+    attention and KV capacity (sized from its own GPU memory, or `kv_cache.num_blocks`). The
+    experiment's `replicas` does not apply: the arm uses `prefill_replicas ×
+    prefill_tensor_parallel + decode_replicas × decode_tensor_parallel` GPUs. Arrivals reach
+    the prefill pool through the experiment's `router`; a prefilled request goes to the
+    decode replica with the fewest requests (then the most free KV blocks)."""
 
     name: str = Field(min_length=1)
     """Arm name, unique within the experiment; labels results and `--set policies.<name>...`."""
@@ -271,6 +274,18 @@ class DisaggregatedArm(ConfigModel):
     """GPUs per prefill replica; null: the experiment's `tensor_parallel`."""
     decode_tensor_parallel: AtLeastOne | None = None
     """GPUs per decode replica; null: the experiment's `tensor_parallel`."""
+    prefill_expert_parallel: AtLeastOne | None = None
+    """GPUs a prefill replica spreads an MoE model's experts over (it divides the pool's
+    tensor parallelism); null: the experiment's `expert_parallel`."""
+    decode_expert_parallel: AtLeastOne | None = None
+    """GPUs a decode replica spreads the experts over; null: the experiment's
+    `expert_parallel`."""
+    prefill_data_parallel_attention: bool | None = None
+    """Data-parallel attention in the prefill pool (needs its expert parallelism equal to its
+    tensor parallelism); null: the experiment's `data_parallel_attention`."""
+    decode_data_parallel_attention: bool | None = None
+    """Data-parallel attention in the decode pool; null: the experiment's
+    `data_parallel_attention`."""
     prefill_token_budget: AtLeastOne | None = None
     """Most prompt tokens a prefill replica computes in one step; null: `max_model_len`.
     Without `prefill_chunked` every prompt is prefilled whole in one step (prompts batched up

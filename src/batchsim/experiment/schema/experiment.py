@@ -16,6 +16,7 @@ from batchsim.experiment.schema.common import (
 from batchsim.experiment.schema.dtype import DTypeConfig
 from batchsim.experiment.schema.kv_allocation import check_kv_allocation
 from batchsim.experiment.schema.kv_cache import KVCacheConfig
+from batchsim.experiment.schema.kv_tier_arms import check_kv_tiers
 from batchsim.experiment.schema.output import OutputConfig
 from batchsim.experiment.schema.plan import PlanConfig
 from batchsim.experiment.schema.router import RouterConfig, router_name_or_mapping
@@ -63,7 +64,8 @@ class Experiment(ConfigModel):
     """Longest prompt + output a request may have; null means the model's
     `max_position_embeddings`. Lengths drawn from distributions are clipped to fit."""
     kv_cache: KVCacheConfig = Field(default_factory=KVCacheConfig)
-    """The KV cache: blocks, their layout (paged or contiguous), swap space, prefix caching."""
+    """The KV cache: blocks, their layout (paged or contiguous), swap space, prefix caching,
+    lower tiers."""
     replicas: AtLeastOne = 1
     """Model replicas, each on `tensor_parallel × pipeline_parallel` GPUs (a `disaggregated`
     arm sizes its own pools instead)."""
@@ -162,6 +164,7 @@ class Experiment(ConfigModel):
     @model_validator(mode="after")
     def _kv_allocation_fits_the_arms(self) -> Self:
         check_kv_allocation(self.policies, self.kv_cache)
+        check_kv_tiers(self.policies, self.kv_cache)
         return self
 
     @model_validator(mode="after")

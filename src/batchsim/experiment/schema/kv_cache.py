@@ -1,8 +1,12 @@
-"""The KV cache: block size, capacity, allocation layout, swap space and prefix caching."""
+"""The KV cache: block size, capacity, allocation layout, swap space, prefix caching and the
+lower tiers."""
 
 from typing import Literal
 
+from pydantic import Field
+
 from batchsim.experiment.schema.common import AtLeastOne, ConfigModel, NonNegative
+from batchsim.experiment.schema.kv_tiers import TierList, TierLoad
 
 KVAllocation = Literal["paged", "contiguous"]
 
@@ -36,3 +40,15 @@ class KVCacheConfig(ConfigModel):
     prefill. Sharing between requests needs prefix block ids (a Mooncake trace or `sessions`
     arrivals); a request preempted by recompute finds its own computed blocks again without
     them. Applies to `continuous` and `chunked_prefill` arms."""
+    tiers: TierList = Field(default_factory=list)
+    """Lower KV tiers below the GPU's prefix cache, first (fastest) first, e.g.
+    `[{kind: cpu, capacity_gb: 64, bandwidth_gb_s: 25}, {kind: disk, capacity_gb: 1000,
+    bandwidth_gb_s: 5}]`. A cached block the GPU evicts moves to the first tier with any
+    capacity, each tier's least recently used block to the next, out of the last for good; a
+    prefix hit on a tier is loaded back (its bytes over the tier's bandwidth, added to the step
+    that admits the request). Applies to the arms that cache prefixes (an arm's `kv_tiers`
+    overrides it); empty: none (docs/how-to/tiered-kv.md)."""
+    tier_load: TierLoad = "blocking"
+    """How a step waits for its tier loads: `blocking`, the loads then the step's compute;
+    `layerwise`, layer by layer, each layer computing once it is loaded (a two-stage pipeline
+    over the model's layers: the longer of the two, plus one layer of the other)."""
