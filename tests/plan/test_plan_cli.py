@@ -29,6 +29,9 @@ def _plan(file: Path, out: Path, *extra: str) -> str:
     return result.output
 
 
+# Slow: tests/plan/test_plan_report.py checks the page and its rebuild on a tiny plan by default,
+# and tests/plan/test_plan_runs.py that executors give the same plan.
+@pytest.mark.slow
 def test_plan_writes_its_answer_tables_and_front_deterministically(tmp_path: Path) -> None:
     file = write_experiment(tmp_path, PLAN)
     output = _plan(file, tmp_path / "a")

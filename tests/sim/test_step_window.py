@@ -114,7 +114,7 @@ def _brute_force(steps: list[Step], capacity: list[float], replicas: range, star
             "tokens": sorted(by_tokens), "seconds": [by_tokens[t] for t in sorted(by_tokens)]}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data(), replicas=st.integers(1, 3), warmup_s=_eighths,
        cooldown_s=st.sampled_from([0.0, 0.0, 0.5, 2.0]), by_replica=st.booleans())
 def test_window_sums_are_the_brute_force_sums_with_the_true_end(data, replicas, warmup_s,

@@ -17,7 +17,7 @@ def _exact_blocks_by_step(contexts: list[int], block_size: int, num_steps: int) 
     return np.array(ExactGrowth.of(contexts, block_size).cumulative(num_steps), dtype=np.int64)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data(), block_size=st.integers(1, 32), steps=st.integers(1, 600))
 def test_extra_blocks_by_step_counts_every_block_boundary(data, block_size, steps):
     n = data.draw(st.integers(1, 40))
@@ -29,7 +29,7 @@ def test_extra_blocks_by_step_counts_every_block_boundary(data, block_size, step
     assert extra_blocks_by_step(tokens, held, block_size, steps).tolist() == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data(), block_size=st.integers(1, 32), steps=st.integers(1, 600))
 def test_exact_allocation_growth_equals_the_general_count(data, block_size, steps):
     """A decoding batch holding exactly its next token's blocks: the periodic shortcut."""
@@ -41,7 +41,7 @@ def test_exact_allocation_growth_equals_the_general_count(data, block_size, step
             == extra_blocks_by_step(tokens, held, block_size, steps).tolist())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data(), block_size=st.integers(1, 32), horizon=st.integers(1, 600),
        free=st.integers(0, 3000))
 def test_exact_growth_answers_without_the_array(data, block_size, horizon, free):
@@ -56,7 +56,7 @@ def test_exact_growth_answers_without_the_array(data, block_size, horizon, free)
     assert growth.cumulative(horizon, initial=7) == (counts + 7).tolist()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data(), block_size=st.integers(1, 32), steps=st.integers(1, 80))
 def test_a_stretch_takes_the_blocks_one_allocation_per_request_would(data, block_size, steps):
     """`advance_decode_steps` hands out the blocks one allocation per request would: asking

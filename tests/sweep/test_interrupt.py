@@ -128,6 +128,9 @@ def _assert_stopped_cleanly(sweep: Sweep) -> None:
     assert "run the same command again to resume" in line
 
 
+# Slow: Ctrl-C is checked by default for `run` (tests/cli/test_interrupt_cli.py) and a killed
+# sweep's folders by test_sigkill_mid_sweep_leaves_only_complete_point_folders.
+@pytest.mark.slow
 def test_ctrl_c_after_the_first_run_stops_the_sweep_at_once(sweep: Sweep) -> None:
     sweep.wait_until(lambda: sweep.complete_runs() > 0, START_WITHIN_S)
     sweep.ctrl_c()

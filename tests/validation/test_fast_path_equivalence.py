@@ -117,7 +117,7 @@ def _assert_equivalent(fast: ExperimentResult, slow: ExperimentResult) -> None:
         _same_table(f.timeseries, s.timeseries)
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=24, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(arm={"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 64},
          arrival={"kind": "gamma", "rate": 30.0, "cv": 3.0}, blocks=400, prompt_mean=300,
@@ -152,7 +152,7 @@ unmixed_arms = st.builds(
 )
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arm=unmixed_arms, arrival=arrivals, blocks=st.sampled_from([None, 60, 120, 400]),
        prompt_mean=st.integers(8, 600), output_mean=st.integers(2, 300),
@@ -217,7 +217,7 @@ tenants = st.lists(
     min_size=2, max_size=3)
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arm=ordered_arms, tenant_list=tenants, blocks=st.sampled_from([None, 120, 400, 2000]),
        replicas=st.integers(1, 3), seed=st.integers(0, 1000),
@@ -253,7 +253,7 @@ disaggregated_arms = st.builds(
 )
 
 
-@settings(max_examples=30, deadline=None,
+@settings(max_examples=18, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arm=disaggregated_arms, arrival=arrivals, blocks=st.sampled_from([None, 120, 400]),
        prompt_mean=st.integers(8, 600), output_mean=st.integers(2, 300),
@@ -286,7 +286,7 @@ prefix_arms = st.sampled_from([
 ])
 
 
-@settings(max_examples=20, deadline=None,
+@settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(arm={"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32},
          blocks=700, rate=1.0, start=0, replicas=1, seed=0, router="least_outstanding")
@@ -403,7 +403,7 @@ autoscalers = st.builds(
 )
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(arm={"name": "arm", "kind": "continuous", "max_num_seqs": 64},
          scaler={"min_replicas": 0, "initial_replicas": 0, "max_replicas": 2,
