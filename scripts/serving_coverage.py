@@ -9,7 +9,7 @@ when its model is in the library (by the names `batchsim replay` maps, or a libr
 that matches the model's), its GPU has a profile, its engine a profile, its GEMM
 quantisation a weight dtype, and every pool's layout fits: the memory plan of that model on
 that GPU at that TP / PP / EP / data-parallel attention leaves room for the KV cache, and a
-disaggregated row's pools are tensor-parallel only (what the disaggregated arm prices). It
+disaggregated row's pools have no pipeline stages (which the disaggregated arm refuses). It
 prints the share, the reasons for the rest, and the share per model.
 """
 
@@ -90,9 +90,9 @@ def why_not(row: Mapping[str, object], library: set[str], engines: set[str]) -> 
     if weights is None:
         return f"GEMM quantisation {quant!r} not modelled"
     for pool, tp, pp, ep, dp_attention in pool_layouts(row):
-        if pool != "aggregated" and (pp > 1 or ep > 1 or dp_attention):
-            # experiment/disaggregation.py refuses these: its pools are TP replicas.
-            return "disaggregated pool with PP, EP or data-parallel attention"
+        if pool != "aggregated" and pp > 1:
+            # experiment/disaggregation.py refuses pipeline stages in a disaggregated pool.
+            return "disaggregated pool with pipeline parallelism"
         failure = layout_failure(name, GPUS[system], weights, tp, pp, ep, dp_attention)
         if failure is not None:
             return failure

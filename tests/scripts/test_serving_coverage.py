@@ -35,8 +35,7 @@ def test_each_row_gets_its_reason(script: ModuleType) -> None:
         "no GPU profile for 'gb300'",  # the table's name for it is not mapped
         "no engine profile for 'lmdeploy'",
         "GEMM quantisation 'int4_awq' not modelled",
-        # disaggregated with EP: its pools would be priced as TP replicas, so refused
-        "disaggregated pool with PP, EP or data-parallel attention",
+        "",  # disaggregated with EP8 pools: each pool priced with its own layout
         "",  # disaggregated, TP-only pools: both planned
         "layout: ModelDoesNotFitError",  # 671B on one H100
     ]
@@ -45,6 +44,6 @@ def test_each_row_gets_its_reason(script: ModuleType) -> None:
 def test_the_report_states_the_share_and_the_reasons(script: ModuleType, capsys) -> None:
     script.main([str(_TABLE)])
     out = capsys.readouterr().out
-    assert out.startswith("representable: 5 of 12 rows (41.7%)")
+    assert out.startswith("representable: 6 of 12 rows (50.0%)")
     assert "  not: model not in the library: 1" in out
     assert "  openai/gpt-oss-120b: 100% of 1" in out
