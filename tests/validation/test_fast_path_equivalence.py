@@ -286,6 +286,17 @@ prefix_arms = st.sampled_from([
 ])
 
 
+def _mooncake_workload(start: float, rate: float) -> dict:
+    """60 requests of the shipped Mooncake slice from `start` (prompts of at most 8,000
+    tokens), replayed at `rate`: repeats that share prefixes."""
+    return {
+        "arrivals": {"kind": "trace", "path": "mooncake-conversation", "format": "mooncake",
+                     "window_s": [start, start + 150],
+                     "filter": {"max_prompt_tokens": 8000}, "target_rate": rate},
+        "num_requests": 60,
+    }
+
+
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(arm={"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 32},
@@ -310,12 +321,7 @@ def test_fast_path_matches_stepping_one_by_one_with_prefix_caching(
     exp = base_experiment(
         seed=seed, max_model_len=16384, replicas=replicas, router=router,
         kv_cache={"num_blocks": blocks, "prefix_caching": True},
-        workload={
-            "arrivals": {"kind": "trace", "path": "mooncake-conversation", "format": "mooncake",
-                         "window_s": [start, start + 150],
-                         "filter": {"max_prompt_tokens": 8000}, "target_rate": rate},
-            "num_requests": 60,
-        },
+        workload=_mooncake_workload(start, rate),
         policies=[arm], output={"timeseries_bin_s": 0.5},
     )
     fast = _assert_paths_agree(tmp_path, exp)
@@ -352,12 +358,7 @@ def test_fast_path_matches_stepping_one_by_one_with_kv_tiers(
         seed=seed, max_model_len=16384, replicas=replicas, router="least_outstanding",
         kv_cache={"num_blocks": blocks, "prefix_caching": True, "tiers": tiers,
                   "tier_load": load},
-        workload={
-            "arrivals": {"kind": "trace", "path": "mooncake-conversation", "format": "mooncake",
-                         "window_s": [start, start + 150],
-                         "filter": {"max_prompt_tokens": 8000}, "target_rate": rate},
-            "num_requests": 60,
-        },
+        workload=_mooncake_workload(start, rate),
         policies=[arm], output={"timeseries_bin_s": 0.5},
     )
     fast = _assert_paths_agree(tmp_path, exp)
