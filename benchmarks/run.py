@@ -6,6 +6,7 @@ beside its target.
     python -m benchmarks.run a c          # some
     python -m benchmarks.run a --set simulation.fast_path=false
     python -m benchmarks.run d            # CPU per request on 1 and on 64 replicas
+    python -m benchmarks.run e            # against sched-sim (the `bench` extra; not in "all")
 
 Each benchmark (and each case of (d)) runs in its own process so that its peak memory (max RSS)
 is its own.
@@ -132,6 +133,21 @@ def _scaling(overrides: list[str]) -> None:
               f"{per_request[-1] / per_request[0]:.2f}x{target}", flush=True)
 
 
+def _versus_sched_sim() -> None:
+    """(e): requests per CPU second against sched-sim 0.2.1 on the matched chatbot workload
+    (benchmarks/vs_sched_sim.py); skipped when sched-sim is not installed."""
+    from benchmarks import vs_sched_sim
+
+    if not vs_sched_sim.have_sched_sim():
+        print("(e) skipped: sched-sim is not installed (pip install -e '.[bench]'); "
+              "python -m benchmarks.vs_sched_sim measures batchsim alone", flush=True)
+        return
+    print(f"(e) matched chatbot workload against sched-sim 0.2.1, "
+          f"{vs_sched_sim.REQUESTS:,} requests (medians of 3; target >= "
+          f"{vs_sched_sim.TARGET:g}x sched-sim's requests per CPU second):", flush=True)
+    vs_sched_sim.compare(reps=3, prefix="    ")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("which", nargs="*", default=[*sorted(BENCHMARKS), "d"])
@@ -144,6 +160,9 @@ def main() -> None:
     for key in args.which:
         if key == "d":
             _scaling(args.overrides)
+            continue
+        if key == "e":  # its own fixed workload: --set does not apply
+            _versus_sched_sim()
             continue
         title, path = BENCHMARKS[key]
         stats = _child(path, args.overrides)

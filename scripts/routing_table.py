@@ -2,7 +2,9 @@
 
     batchsim sweep experiments/routing_herding.yaml --jobs 1
     batchsim sweep experiments/routing_scorers.yaml --jobs 1
-    python scripts/routing_table.py results/routing_herding results/routing_scorers
+    batchsim sweep experiments/routing_scorers_tiered.yaml --jobs 2
+    python scripts/routing_table.py results/routing_herding results/routing_scorers \
+        results/routing_scorers_tiered
 """
 
 from __future__ import annotations

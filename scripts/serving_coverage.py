@@ -4,12 +4,14 @@
 
 The table has the columns of the project's serving benchmarks (`model_path`, `system`,
 `backend`, `mode`, `gemm_quant_mode`, `tp_size`, `pp_size`, `attention_dp_size`,
-`moe_ep_size`, and `prefill_*` / `decode_*` for disaggregated rows). A row is representable
-when its model is in the library (by the names `batchsim replay` maps, or a library name
-that matches the model's), its GPU has a profile, its engine a profile, its GEMM
-quantisation a weight dtype, and every pool's layout fits: the memory plan of that model on
-that GPU at that TP / PP / EP / data-parallel attention leaves room for the KV cache, and a
-disaggregated row's pools have no pipeline stages (which the disaggregated arm refuses). It
+`moe_tp_size`, `moe_ep_size`, and `prefill_*` / `decode_*` for disaggregated rows). A row is
+representable when its model, GPU and GEMM quantisation map to a library model, a GPU profile
+and a weight dtype by the names `batchsim replay` maps (batchsim.apps.replay.names), its
+engine has a profile, and every pool's layout is one batchsim expresses (replay's
+`replay_layout`) and fits: the memory plan of that model on that GPU at that TP / PP / EP /
+data-parallel attention leaves room for the KV cache, and a disaggregated row's pools have no
+pipeline stages (which the disaggregated arm refuses). A colocated row representable here is
+one `batchsim replay` maps to an experiment; disaggregated rows it does not replay yet. It
 prints the share, the reasons for the rest, and the share per model.
 """
 
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from collections import Counter
 from collections.abc import Mapping
 from functools import cache
@@ -26,13 +27,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from batchsim.apps.replay.deployment import GPUS, MODELS, WEIGHTS
+from batchsim.apps.replay.deployment import Layout, replay_layout
+from batchsim.apps.replay.names import gpu_profile, library_model, weight_dtype
 from batchsim.gpu.hardware import HardwareError, load_gpu_profile
 from batchsim.gpu.memory import ModelDoesNotFitError, plan_memory
-from batchsim.gpu.model_spec import ModelError, library_model_names, load_model
+from batchsim.gpu.model_spec import ModelError, load_model
 from batchsim.gpu.pipeline_stages import check_pipeline_parallel
-
-_CHECKPOINT_SUFFIXES = ("-instruct", "-it", "-fp8", "-bf16", "-base", "-hf")
 
 
 def engine_names() -> set[str]:
@@ -42,58 +42,58 @@ def engine_names() -> set[str]:
             if entry.name.endswith(".yaml")}
 
 
-def library_name(model_path: str, library: set[str]) -> str | None:
-    """The library model of a Hugging Face id: replay's mapping, else the repository name
-    lower-cased without checkpoint suffixes (-Instruct, -FP8, ...) when the library has it."""
-    if model_path in MODELS:
-        return MODELS[model_path]
-    name = model_path.rsplit("/", 1)[-1].lower()
-    changed = True
-    while changed:
-        changed = False
-        for suffix in _CHECKPOINT_SUFFIXES:
-            if name.endswith(suffix):
-                name, changed = name[: -len(suffix)], True
-    name = re.sub(r"^meta-", "", name)
-    return name if name in library else None
-
-
-def _size(row: Mapping[str, object], key: str, default: int = 1) -> int:
+def _text(row: Mapping[str, object], key: str) -> str:
     value = row.get(key)
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
-        return default
-    return max(int(float(str(value))), default)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
 
 
-def pool_layouts(row: Mapping[str, object]) -> list[tuple[str, int, int, int, bool]]:
-    """(pool, TP, PP, EP, data-parallel attention) of each pool a row runs."""
+def _size(row: Mapping[str, object], key: str) -> int | None:
+    """A degree of the row; None when it is not given (empty, or 0 as the tables write it)."""
+    text = _text(row, key).strip()
+    value = int(float(text)) if text else 0
+    return value if value > 0 else None
+
+
+def pool_layouts(row: Mapping[str, object], model_name: str,
+                 ) -> list[tuple[str, int, Layout | str]]:
+    """(pool, PP, batchsim's layout or why it has none) of each pool a row runs."""
     pools = ["prefill_", "decode_"] if row.get("mode") == "disagg" else [""]
-    return [(prefix.rstrip("_") or "aggregated", _size(row, f"{prefix}tp_size"),
-             _size(row, f"{prefix}pp_size"), _size(row, f"{prefix}moe_ep_size"),
-             _size(row, f"{prefix}attention_dp_size") > 1) for prefix in pools]
+    layouts: list[tuple[str, int, Layout | str]] = []
+    for prefix in pools:
+        pp = _size(row, f"{prefix}pp_size") or 1
+        layout = replay_layout(model_name, _size(row, f"{prefix}tp_size") or 1, pp,
+                               _size(row, f"{prefix}attention_dp_size") or 1,
+                               _size(row, f"{prefix}moe_tp_size"),
+                               _size(row, f"{prefix}moe_ep_size") or 1)
+        layouts.append((prefix.rstrip("_") or "aggregated", pp, layout))
+    return layouts
 
 
-def why_not(row: Mapping[str, object], library: set[str], engines: set[str]) -> str | None:
+def why_not(row: Mapping[str, object], engines: set[str]) -> str | None:
     """Why batchsim cannot represent `row`, or None when it can."""
-    path = str(row.get("model_path", ""))
-    name = library_name(path, library)
+    name = library_model(_text(row, "model_path"))
     if name is None:
         return "model not in the library"
     if str(row.get("backend", "")) not in engines:
         return f"no engine profile for {row.get('backend')!r}"
-    system = str(row.get("system", ""))
-    if system not in GPUS:
+    system = _text(row, "system")
+    gpu = gpu_profile(system)
+    if gpu is None:
         return f"no GPU profile for {system!r}"
-    quant = row.get("gemm_quant_mode")
-    quant = "" if quant is None or (isinstance(quant, float) and math.isnan(quant)) else quant
-    weights = WEIGHTS.get(str(quant))
+    quant = _text(row, "gemm_quant_mode")
+    weights = weight_dtype(quant)
     if weights is None:
         return f"GEMM quantisation {quant!r} not modelled"
-    for pool, tp, pp, ep, dp_attention in pool_layouts(row):
+    for pool, pp, layout in pool_layouts(row, name):
+        if isinstance(layout, str):
+            return f"layout: {layout}"
         if pool != "aggregated" and pp > 1:
             # experiment/disaggregation.py refuses pipeline stages in a disaggregated pool.
             return "disaggregated pool with pipeline parallelism"
-        failure = layout_failure(name, GPUS[system], weights, tp, pp, ep, dp_attention)
+        failure = layout_failure(name, gpu, weights, layout.tensor_parallel, pp,
+                                 layout.expert_parallel, layout.data_parallel_attention)
         if failure is not None:
             return failure
     return None
@@ -118,10 +118,10 @@ def layout_failure(model_name: str, gpu_name: str, weights: str, tp: int, pp: in
 
 def coverage(table: pd.DataFrame) -> pd.DataFrame:
     """`table` with a `batchsim_reason` column: empty where batchsim represents the row."""
-    library, engines = set(library_model_names()), engine_names()
+    engines = engine_names()
     rows = [{str(key): value for key, value in row.items()}
             for row in table.to_dict(orient="records")]
-    reasons = [why_not(row, library, engines) or "" for row in rows]
+    reasons = [why_not(row, engines) or "" for row in rows]
     return table.assign(batchsim_reason=reasons)
 
 

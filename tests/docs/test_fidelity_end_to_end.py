@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -94,8 +95,8 @@ def test_a_model_falls_in_its_family_or_stands_alone(model: str, family: str) ->
 def _replay_folder(tmp_path: Path, **settings: object) -> Path:
     rows = TABLE[TABLE["not_simulated"] == ""].head(2).drop(columns="not_simulated")
     rows.to_parquet(tmp_path / "replay.parquet", index=False)
-    document = {"inputs": ["serving_benchmarks_dev.csv"], "requests_per_user": 20,
-                "warmup_per_user": 2, "engine_profiles": {},
+    document = {"inputs": ["serving_benchmarks_dev.csv"], **asdict(BenchmarkClient()),
+                "engine_profiles": {},
                 "not_simulated": [{"case_id": "d1", "source": "x.csv:3", "engine": "sglang",
                                    "model": "deepseek-ai/DeepSeek-R1", "gpu": "h200_sxm",
                                    "reason": "mode 'disagg'"}], **settings}
@@ -113,6 +114,7 @@ def test_a_replay_folder_gives_every_row_simulated_or_with_its_reason(tmp_path: 
     ({"inputs": ["serving_benchmarks_dev.csv", "silicon_sample.csv"]}, "development data"),
     ({"engine_profiles": {"*": "none"}}, "shipped engine profiles"),
     ({"requests_per_user": 4}, "default one"),
+    ({"drained_warmup": False}, "default one"),
 ])
 def test_only_a_shipped_replay_of_the_development_data_is_taken(
         tmp_path: Path, settings: dict[str, object], message: str) -> None:

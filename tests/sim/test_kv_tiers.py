@@ -1,6 +1,8 @@
 """Lower KV tiers (sim/kv_tiers.py, sim/kv_tiered_pool.py): the cascade, loads priced at
 bytes over bandwidth, swap pinned in a CPU tier, and the pool's invariants under random use."""
 
+import copy
+
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -127,6 +129,21 @@ class TieredPoolMachine(RuleBasedStateMachine):
             self.swapped.discard(owner)
         elif self.swap.try_store(owner, blocks):
             self.swapped.add(owner)
+
+    @rule(doc=st.integers(0, DOCS - 1), blocks=st.integers(2, 8), data=st.data())
+    def tiered_lookup_sees_evictions_not_yet_applied(self, doc: int, blocks: int,
+                                                     data: st.DataObject) -> None:
+        """The router's tiered lookup mid-stretch: what evicting the first `evicted`
+        evictable blocks would leave, found without evicting them."""
+        pool = self.pool
+        evicted = data.draw(st.integers(0, pool.num_free - len(pool._free)))
+        keys = tuple(doc * 100 + index for index in range(blocks))
+        seen = pool.tiered_prefix_blocks(keys, blocks - 1, evicted)
+        after = copy.deepcopy(pool)
+        after._take(len(after._free) + evicted)
+        assert seen == after.prefix_hit_blocks(keys, blocks - 1)
+        if not evicted:
+            assert seen == pool.prefix_hit_blocks(keys, blocks - 1)
 
     @invariant()
     def blocks_live_in_one_place_within_capacities(self) -> None:

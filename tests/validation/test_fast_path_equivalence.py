@@ -55,6 +55,10 @@ arms = st.sampled_from([
 STALE_LOAD_ROUTER = {"kind": "weighted", "scorers": [
     {"kind": "queue_depth"}, {"kind": "kv_use"}, {"kind": "predicted_latency"}],
     "signal_delay_s": 0.5, "count_own_assignments": True}
+# The tiered prefix scorer reads the tiers mid-stretch, as the evictions not yet applied
+# would have left them.
+TIERED_PREFIX_ROUTER = {"kind": "weighted", "scorers": [
+    {"kind": "tiered_prefix_cache", "weight": 2}, {"kind": "queue_depth"}]}
 STALE_PREFIX_ROUTER = {"kind": "weighted", "scorers": [
     {"kind": "prefix_cache", "weight": 2}, {"kind": "queue_depth"}],
     "signal_delay_s": 0.3, "load_balance_ties": True}
@@ -344,18 +348,21 @@ kv_tiers = st.sampled_from([
               "mixed_prefill": False},
          tiers=[{"kind": "cpu", "capacity_gb": 0.2, "bandwidth_gb_s": 20.0},
                 {"kind": "disk", "capacity_gb": 1.0, "bandwidth_gb_s": 2.0}],
-         load="layerwise", blocks=700, rate=1.0, start=0, replicas=1, seed=0)
+         load="layerwise", blocks=700, rate=1.0, start=0, replicas=2,
+         router=TIERED_PREFIX_ROUTER, seed=0)
 @given(arm=prefix_arms, tiers=kv_tiers, load=st.sampled_from(["blocking", "layerwise"]),
        blocks=st.sampled_from([700, 1500]), rate=st.floats(0.5, 20.0),
        start=st.sampled_from([0, 60, 150]), replicas=st.integers(1, 2),
+       router=st.sampled_from(["least_outstanding", TIERED_PREFIX_ROUTER]),
        seed=st.integers(0, 1000))
 def test_fast_path_matches_stepping_one_by_one_with_kv_tiers(
-        tmp_path: Path, arm, tiers, load, blocks, rate, start, replicas, seed):
+        tmp_path: Path, arm, tiers, load, blocks, rate, start, replicas, router, seed):
     """Blocks a stretch's growth evicts move down the tiers in the order stepping one by one
     evicts them, and a head waiting on tier hits stops a stretch before an eviction could
-    push them out (swap arms pin their blocks in a CPU tier)."""
+    push them out (swap arms pin their blocks in a CPU tier); the tiered prefix scorer sees
+    mid-stretch what stepping would have moved down or dropped."""
     exp = base_experiment(
-        seed=seed, max_model_len=16384, replicas=replicas, router="least_outstanding",
+        seed=seed, max_model_len=16384, replicas=replicas, router=router,
         kv_cache={"num_blocks": blocks, "prefix_caching": True, "tiers": tiers,
                   "tier_load": load},
         workload=_mooncake_workload(start, rate),

@@ -271,9 +271,13 @@ def engine_command(
     backend: Annotated[str | None, typer.Option(
         help="Rows to fit on, by their backend column (default: the profile's name).")] = None,
     requests_per_user: Annotated[int, typer.Option(
-        min=1, help="Requests each closed-loop user sends in a simulated case.")] = 20,
+        min=1, help="Requests each closed-loop user sends in a simulated case.")] = 22,
     warmup_per_user: Annotated[int, typer.Option(
         min=0, help="Of those, the first ones per user are warm-up, not measured.")] = 2,
+    drained_warmup: Annotated[bool, typer.Option(
+        "--drained-warmup/--continuous-warmup",
+        help="Start the measured requests only once every warm-up request has ended, as "
+             "AIPerf does.")] = True,
     jobs: Annotated[int, typer.Option(help="Worker processes.")] = os.cpu_count() or 1,
     serial_starts: Annotated[str, typer.Option(
         help="Serial front-end times (seconds, comma-separated) to start the fit from besides "
@@ -288,7 +292,7 @@ def engine_command(
 
     try:
         try:
-            client = BenchmarkClient(requests_per_user, warmup_per_user)
+            client = BenchmarkClient(requests_per_user, warmup_per_user, drained_warmup)
             starts = [float(v) for v in serial_starts.split(",") if v.strip()]
         except ValueError as err:
             raise ReplayError(f"--warmup-per-user / --serial-starts: {err}") from None

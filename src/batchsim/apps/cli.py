@@ -244,9 +244,13 @@ def replay(
     out: Annotated[Path, typer.Option(help="Folder for replay.json and replay.parquet.")] = Path(
         "results/replay"),
     requests_per_user: Annotated[int, typer.Option(
-        min=1, help="Requests each closed-loop user sends in a simulated case.")] = 20,
+        min=1, help="Requests each closed-loop user sends in a simulated case.")] = 22,
     warmup_per_user: Annotated[int, typer.Option(
         min=0, help="Of those, the first ones per user are warm-up, not measured.")] = 2,
+    drained_warmup: Annotated[bool, typer.Option(
+        "--drained-warmup/--continuous-warmup",
+        help="Start the measured requests only once every warm-up request has ended, as "
+             "AIPerf does.")] = True,
     engine: Annotated[list[str] | None, typer.Option(
         help="Engine profile: NAME_OR_PATH for every case, or BACKEND=NAME_OR_PATH for one "
              "backend's cases (repeatable). Default: each case's own engine.")] = None,
@@ -261,7 +265,7 @@ def replay(
 
     with _user_errors(files[0]):
         run_replay_command(files, out, requests_per_user, warmup_per_user, engine or [],
-                           jobs=jobs, metadata=metadata or [])
+                           jobs=jobs, metadata=metadata or [], drained_warmup=drained_warmup)
 
 
 @app.command()

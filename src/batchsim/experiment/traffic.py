@@ -91,6 +91,8 @@ class _Rngs:
         self.arrivals = np.random.default_rng(arrivals)
         self.prompt_seed = prompts
         self.output_seed = outputs
+        # A fourth child, made apart so that the three above stay what they always were.
+        self.pool_seed = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 3))
 
 
 def build_traffic(config: WorkloadConfig, *, seed: int, base_dir: Path,
@@ -217,10 +219,14 @@ def _closed_loop(config: WorkloadConfig, arrivals: ClosedLoopArrivals,
                  rngs: _Rngs, max_model_len: int) -> BuiltTraffic:
     tally = ClipTally()
 
+    pool = arrivals.prompt_pool
+
     def lengths() -> Iterator[tuple[int, int]]:
         # Fresh generators per call, so every arm sees the same sequence of lengths.
         prompt_chunks = _chunks(prompts, np.random.default_rng(rngs.prompt_seed))
         output_chunks = _chunks(outputs, np.random.default_rng(rngs.output_seed))
+        if pool is not None:
+            prompt_chunks = _pooled(prompt_chunks, pool, entries())
         tally.count = 0
         for drawn_prompt, drawn_output in zip(prompt_chunks, output_chunks, strict=True):
             prompt, output, _ = clip_to_context(drawn_prompt, drawn_output, max_model_len)
@@ -229,9 +235,37 @@ def _closed_loop(config: WorkloadConfig, arrivals: ClosedLoopArrivals,
                 tally.count += was_clipped
                 yield p, o
 
+    def entries() -> Iterator[int]:
+        assert pool is not None
+        return (int(entry) for chunk in _pool_order(pool, rngs.pool_seed) for entry in chunk)
+
     traffic = ClosedLoopTraffic(arrivals.concurrency, arrivals.think_time_s, lengths,
-                                config.num_requests, config.duration_s)
-    return BuiltTraffic(traffic, tally, f"closed loop, {arrivals.concurrency} users")
+                                config.num_requests, config.duration_s,
+                                prompt_entries=None if pool is None else entries,
+                                drain_after=arrivals.drain_after)
+    users = f"closed loop, {arrivals.concurrency} users"
+    return BuiltTraffic(traffic, tally, users if pool is None
+                        else f"{users} drawing from {pool} distinct prompts")
+
+
+def _pool_order(pool: int, seed: np.random.SeedSequence) -> Iterator[np.ndarray]:
+    """The pool entries in the order requests take them: a fresh shuffle of every entry per
+    pass, without end."""
+    rng = np.random.default_rng(seed)
+    while True:
+        yield rng.permutation(pool)
+
+
+def _pooled(prompt_chunks: Iterator[np.ndarray], pool: int,
+            entries: Iterator[int]) -> Iterator[np.ndarray]:
+    """Prompt lengths of requests drawing from a pool, `_LENGTH_CHUNK` at a time as every
+    length stream: entry k keeps the k-th length drawn."""
+    drawn: list[np.ndarray] = []
+    while sum(chunk.size for chunk in drawn) < pool:
+        drawn.append(next(prompt_chunks))
+    entry_lengths = np.concatenate(drawn)[:pool]
+    while True:
+        yield entry_lengths[np.fromiter(entries, dtype=np.int64, count=_LENGTH_CHUNK)]
 
 
 def _chunks(lengths: wl.LengthDistribution, rng: np.random.Generator) -> Iterator[np.ndarray]:

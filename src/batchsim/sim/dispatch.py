@@ -27,6 +27,8 @@ class Submittable(Protocol):
 
     def cached_prefix_blocks(self, request: Request) -> int: ...
 
+    def tiered_prefix_blocks(self, request: Request) -> int: ...
+
 
 class Dispatcher(Protocol):
     def arrive(self, request: Request) -> None:

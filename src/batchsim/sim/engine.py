@@ -114,11 +114,23 @@ class Replica:
         have evicted the least recently used cached blocks."""
         pool = self.policy.pool
         limit = (request.prompt_tokens - 1) // pool.block_size
-        evicted = 0
-        if self._stretch is not None:
-            ends, growth, _, uncached_at_start = self._stretch
-            evicted = max(0, self._blocks_taken_in_stretch(ends, growth) - uncached_at_start)
-        return pool.cached_prefix_blocks(request.prefix_keys, limit, evicted=evicted)
+        return pool.cached_prefix_blocks(request.prefix_keys, limit,
+                                         evicted=self._evicted_in_stretch())
+
+    def _evicted_in_stretch(self) -> int:
+        """Cached blocks the running stretch's growth has evicted by now, as stepping one by
+        one would have."""
+        if self._stretch is None:
+            return 0
+        ends, growth, _, uncached_at_start = self._stretch
+        return max(0, self._blocks_taken_in_stretch(ends, growth) - uncached_at_start)
+
+    def tiered_prefix_blocks(self, request: Request) -> int:
+        """`cached_prefix_blocks` counting the blocks in the pool's lower KV tiers too."""
+        pool = self.policy.pool
+        limit = (request.prompt_tokens - 1) // pool.block_size
+        return pool.tiered_prefix_blocks(request.prefix_keys, limit,
+                                         evicted=self._evicted_in_stretch())
 
     def busy_seconds(self, now: float) -> float:
         """Seconds spent stepping up to `now`; a spell of back-to-back steps counts from its
@@ -362,6 +374,7 @@ class Simulation:
         self._progress = self.env.event()  # succeeds at the first finish while waited on
         self._upcoming_arrival_s = math.inf  # open loop: the next arrival not yet submitted
         self._not_ended = 0  # requests that reached the router and have not ended
+        self._drained: simpy.Event | None = None  # a closed loop's warm-up drained
 
     def _next_arrival_s(self) -> float:
         return self._upcoming_arrival_s
@@ -454,6 +467,10 @@ class Simulation:
         event = self._done_events.pop(request.request_id, None)
         if event is not None:
             event.succeed()
+        drained = self._drained
+        if drained is not None and not drained.triggered and self._not_ended == 0 \
+                and self._sending == 0:
+            drained.succeed()
 
     def _open_loop(self, traffic: OpenLoopTraffic) -> Process:
         zeros = [0] * traffic.arrival_s.size
@@ -475,7 +492,8 @@ class Simulation:
 
     def _start_closed_loop(self, traffic: ClosedLoopTraffic) -> list[simpy.Process]:
         lengths = traffic.lengths()
-        return [self.env.process(self._user(traffic, lengths))
+        entries = None if traffic.prompt_entries is None else traffic.prompt_entries()
+        return [self.env.process(self._user(traffic, lengths, entries))
                 for _ in range(traffic.concurrency)]
 
     def _session(self, traffic: SessionTraffic, session: int) -> Process:
@@ -508,6 +526,17 @@ class Simulation:
         yield self.env.timeout(self.frontend.reaches_scheduler(self.env.now) - self.env.now)
         self._sending -= 1
 
+    def _warming_up(self, drain_after: int) -> bool:
+        """Whether a user must wait for the warm-up to drain: `drain_after` requests were
+        sent and some have not ended. Made once, the first time it is asked with all sent."""
+        if self._drained is None:
+            if len(self.record.requests) + self._sending < drain_after:
+                return False
+            self._drained = self.env.event()
+            if self._not_ended == 0 and self._sending == 0:
+                self._drained.succeed()
+        return not self._drained.triggered
+
     def _may_send(self, traffic: ClosedLoopTraffic | SessionTraffic) -> bool:
         sent = len(self.record.requests) + self._sending
         if traffic.num_requests is not None and sent >= traffic.num_requests:
@@ -515,16 +544,23 @@ class Simulation:
         return traffic.duration_s is None or self.env.now < traffic.duration_s
 
     def _user(
-        self, traffic: ClosedLoopTraffic, lengths: Iterator[tuple[int, int]]
+        self, traffic: ClosedLoopTraffic, lengths: Iterator[tuple[int, int]],
+        entries: Iterator[int] | None = None,
     ) -> Process:
         rejected_in_a_row = 0
         while self._may_send(traffic):
+            if traffic.drain_after is not None and self._warming_up(traffic.drain_after):
+                assert self._drained is not None  # made by _warming_up
+                yield self._drained
+                continue
             prompt, output = next(lengths)
+            # A pooled prompt is named by its entry alone: one block id spanning the prompt.
+            prefix = None if entries is None else (np.array([next(entries)]), prompt)
             done = self.env.event()
             sent = self.env.now
             if self.frontend.delays:
                 yield from self._through_frontend()
-            request = self._submit(prompt, output, sent_s=sent)
+            request = self._submit(prompt, output, prefix=prefix, sent_s=sent)
             if request.is_finished:  # rejected on arrival
                 rejected_in_a_row += 1
                 if rejected_in_a_row >= _MAX_REJECTIONS_IN_A_ROW:

@@ -224,6 +224,11 @@ class KVBlockPool:
             count += 1
         return count
 
+    def tiered_prefix_blocks(self, keys: Sequence[int], limit: int, evicted: int = 0) -> int:
+        """`cached_prefix_blocks` counting the lower tiers too; a pool without tiers has only
+        the GPU's."""
+        return self.cached_prefix_blocks(keys, limit, evicted)
+
     def prefix_hit_blocks(self, keys: Sequence[int], limit: int) -> int:
         """An admission's lookup: `cached_prefix_blocks` here; a tiered pool also finds
         blocks in its lower tiers."""

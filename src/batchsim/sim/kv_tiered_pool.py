@@ -5,13 +5,15 @@
 The GPU pool is the plain one; only eviction, the admission lookup and a prefix's reuse
 differ. A hit on a lower tier takes a fresh GPU block, as a computed block would, and costs
 its load time, which the admitting policy adds to the step (`take_load`). The router's prefix
-signal (`cached_prefix_blocks`) stays the GPU's own: what a tier holds mid-stretch depends on
-evictions a stretch has not applied yet.
+signal (`cached_prefix_blocks`) stays the GPU's own; `tiered_prefix_blocks` is the tiered
+prefix scorer's, which sees mid-stretch what the evictions a stretch has not applied yet would
+have moved down or dropped (docs/design.md §2, "Weighted routing").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool, KVCacheError
 from batchsim.sim.kv_tiers import KVTier, KVTierStack
@@ -44,6 +46,40 @@ class TieredKVBlockPool(KVBlockPool):
                 break
             count += 1
         return count
+
+    def tiered_prefix_blocks(self, keys: Sequence[int], limit: int, evicted: int = 0) -> int:
+        """`prefix_hit_blocks` as it would be after the first `evicted` evictable GPU blocks
+        were evicted, without evicting them: they move to the tiers, and what overflows the
+        tiers leaves them in LRU order, the last tier's oldest first."""
+        if not evicted:
+            return self.prefix_hit_blocks(keys, limit)
+        moved = [self._key_of_block[block] for block in islice(self._evictable, evicted)]
+        dropped = self._dropped_by(moved)
+        moved_set = set(moved)
+        cached, tiers = self._block_of_key, self.tiers
+        count = 0
+        for key in keys[:limit]:
+            if key in dropped:
+                break
+            if key not in moved_set and key not in cached and tiers.find(key) < 0:
+                break
+            count += 1
+        return count
+
+    def _dropped_by(self, moved: list[int]) -> set[int]:
+        """The keys that offloading `moved` in order would push out of the last tier: each
+        tier passes on its oldest keys once full, so the drops are the first of the tiers'
+        keys from the bottom up, then of `moved`, as many as the tiers lack room for."""
+        free = sum(max(0, tier.room - len(tier.keys)) for tier in self.tiers.tiers)
+        count = len(moved) - free
+        dropped: set[int] = set()
+        for held in [*(tier.keys for tier in reversed(self.tiers.tiers)), moved]:
+            if count <= 0:
+                break
+            taken = list(islice(held, count))
+            dropped.update(taken)
+            count -= len(taken)
+        return dropped
 
     def evictable_prefix_blocks(self, keys: Sequence[int], count: int) -> int:
         """How many of the first `count` keys an eviction could take from a lookup: cached

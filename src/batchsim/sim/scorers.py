@@ -2,7 +2,8 @@
 score per replica in [0, 1], higher is better (docs/design.md §2, "Weighted routing").
 
 The normalisations follow llm-d's scorers, so that weights mean the same across signals:
-`prefix_cache` is the share of the arrival's cacheable prompt blocks cached at the replica;
+`prefix_cache` is the share of the arrival's cacheable prompt blocks cached at the replica
+(`tiered_prefix_cache`: on its GPU or in any of its lower KV tiers, a hit either way);
 `kv_use` the replica's free share of its KV blocks; `queue_depth` and `predicted_latency` are
 min-max scaled across the replicas, (max - x) / (max - min), every replica 1 when all are equal.
 Every score is a monotone function of one signal over a denominator shared by all replicas, so
@@ -27,6 +28,7 @@ class ReplicaSignals:
     kv_blocks: int  # the replica's KV pool
     prefill_tokens_ahead: int = 0  # queued prompt tokens not yet computed
     cached_prefix_blocks: int = 0  # leading prompt blocks of the arrival cached there
+    tiered_prefix_blocks: int = 0  # the same, found on the GPU or in a lower KV tier
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +56,21 @@ def _low_is_good(values: Sequence[float]) -> list[float]:
     return [(high - v) / span for v in values]
 
 
-def prefix_cache(signals: Sequence[ReplicaSignals], arrival: ArrivalShape,
-                 latency: LatencyEstimate | None) -> list[float]:
+def _share_of_prompt(hits: Sequence[int], arrival: ArrivalShape) -> list[float]:
     blocks = arrival.cacheable_blocks
     if blocks <= 0:
-        return [0.0] * len(signals)
-    return [s.cached_prefix_blocks / blocks for s in signals]
+        return [0.0] * len(hits)
+    return [hit / blocks for hit in hits]
+
+
+def prefix_cache(signals: Sequence[ReplicaSignals], arrival: ArrivalShape,
+                 latency: LatencyEstimate | None) -> list[float]:
+    return _share_of_prompt([s.cached_prefix_blocks for s in signals], arrival)
+
+
+def tiered_prefix_cache(signals: Sequence[ReplicaSignals], arrival: ArrivalShape,
+                        latency: LatencyEstimate | None) -> list[float]:
+    return _share_of_prompt([s.tiered_prefix_blocks for s in signals], arrival)
 
 
 def queue_depth(signals: Sequence[ReplicaSignals], arrival: ArrivalShape,
@@ -76,19 +87,22 @@ def kv_use(signals: Sequence[ReplicaSignals], arrival: ArrivalShape,
 def predicted_latency(signals: Sequence[ReplicaSignals], arrival: ArrivalShape,
                       latency: LatencyEstimate | None) -> list[float]:
     """The arrival's predicted wait (sim/latency_estimate.py): the prompt tokens ahead of it
-    plus its own not cached there, and the running batch."""
+    plus its own not cached there (on the GPU or a lower tier: a tier hit is loaded, not
+    computed), and the running batch."""
     if latency is None:
         raise ValueError("the predicted_latency scorer needs the replicas' latency estimate")
     prompt = arrival.prompt_tokens
     size = arrival.block_size
     return _low_is_good([
-        latency.wait_s(s.prefill_tokens_ahead + max(0, prompt - s.cached_prefix_blocks * size),
-                       s.running)
+        latency.wait_s(s.prefill_tokens_ahead
+                       + max(0, prompt - max(s.cached_prefix_blocks, s.tiered_prefix_blocks)
+                             * size), s.running)
         for s in signals])
 
 
 SCORERS: dict[str, Scorer] = {
     "prefix_cache": prefix_cache,
+    "tiered_prefix_cache": tiered_prefix_cache,
     "queue_depth": queue_depth,
     "kv_use": kv_use,
     "predicted_latency": predicted_latency,

@@ -4,8 +4,9 @@
 With `signal_delay_s` 0 each arrival reads every replica's exact state. Otherwise the load
 signals (requests queued and running, free KV blocks, queued prompt tokens) come from a
 snapshot taken at every multiple of `signal_delay_s`, as a router scraping its replicas'
-metrics on an interval sees them: between 0 and `signal_delay_s` old. The prefix-cache signal
-is always current: llm-d's precise prefix scorer follows the replicas' KV-cache events.
+metrics on an interval sees them: between 0 and `signal_delay_s` old. The prefix-cache signals
+(the GPU's, and the GPU's with the lower KV tiers') are always current: llm-d's precise prefix
+scorer follows the replicas' KV-cache events.
 
 The snapshots are taken by one SimPy process at its own ticks, never by the replicas' steps, so
 the hot path pays nothing. While no request is at any replica the state does not change, so the
@@ -36,6 +37,8 @@ class Observed(Protocol):
 
     def cached_prefix_blocks(self, request: Request) -> int: ...
 
+    def tiered_prefix_blocks(self, request: Request) -> int: ...
+
 
 class SignalView:
     def __init__(self, env: simpy.Environment, replicas: Sequence[Observed],
@@ -45,6 +48,7 @@ class SignalView:
         self.interval = router.signal_delay_s
         self.count_own = router.count_own_assignments and self.interval > 0
         self.track_tokens = router.needs_queued_tokens
+        self.tiered = router.needs_tiered_prefix
         # Requests routed to each replica and maybe not yet prefilled (for queued tokens),
         # by replica: an autoscaled pool's serving replicas change places.
         self._routed: dict[int, list[Request]] = {}
@@ -66,8 +70,10 @@ class SignalView:
         seen = self._current() if self.interval == 0 else self._delayed()
         if not request.prefix_keys:
             return seen
+        tiered = self.tiered
         return [ReplicaSignals(s.outstanding, s.running, s.free_kv_blocks, s.kv_blocks,
-                               s.prefill_tokens_ahead, r.cached_prefix_blocks(request))
+                               s.prefill_tokens_ahead, r.cached_prefix_blocks(request),
+                               r.tiered_prefix_blocks(request) if tiered else 0)
                 for s, r in zip(seen, self.replicas, strict=True)]
 
     def assigned(self, index: int, request: Request, cached_blocks: int) -> None:

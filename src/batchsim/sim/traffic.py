@@ -63,6 +63,13 @@ class ClosedLoopTraffic:
     lengths: Callable[[], Iterator[tuple[int, int]]]  # a fresh, deterministic stream per run
     num_requests: int | None
     duration_s: float | None
+    # A client reusing a pool of distinct prompts: each request's pool entry, in send order,
+    # drawn in step with `lengths` (None: every prompt is new). Requests of one entry share
+    # their whole prompt, so a prefix cache can hit it.
+    prompt_entries: Callable[[], Iterator[int]] | None = None
+    # A benchmark's warm-up phase: once this many requests were sent, no user sends another
+    # until every one of them has ended, so the measured phase starts as one wave.
+    drain_after: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,11 @@ class WeightedRouter:
             raise ValueError("signal_delay_s must be >= 0")
 
     @property
+    def needs_tiered_prefix(self) -> bool:
+        return any(kind in ("tiered_prefix_cache", "predicted_latency")
+                   for kind, _ in self.scorers)
+
+    @property
     def needs_queued_tokens(self) -> bool:
         return any(kind == "predicted_latency" for kind, _ in self.scorers)
 

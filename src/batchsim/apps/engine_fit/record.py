@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +48,7 @@ def fitted_profile(base: EngineProfile, fit: EngineFit, data: Sequence[Path], ba
         "method": METHOD,
         "data": [path.name for path in data],
         "backend": backend,
-        "client": {"requests_per_user": client.requests_per_user,
-                   "warmup_per_user": client.warmup_per_user},
+        "client": asdict(client),
         "split": SPLIT_RULE,
         "iterations": fit.iterations,
         "fitted_on": error_record(fit.fitted),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -33,11 +34,11 @@ from batchsim.experiment.outputs import json_safe, versions
 
 def run_replay_command(files: Sequence[Path], out: Path, requests_per_user: int,
                        warmup_per_user: int, engines: Sequence[str], *, jobs: int,
-                       metadata: Sequence[str] = ()) -> None:
+                       metadata: Sequence[str] = (), drained_warmup: bool = True) -> None:
     out = out.expanduser()
     given = parse_metadata(metadata)
     try:
-        client = BenchmarkClient(requests_per_user, warmup_per_user)
+        client = BenchmarkClient(requests_per_user, warmup_per_user, drained_warmup)
     except ValueError as err:
         raise ReplayError(f"--warmup-per-user: {err}") from None
     choice = EngineChoice(parse_engine_options(engines))
@@ -113,8 +114,7 @@ def _write(out: Path, files: Sequence[Path], client: BenchmarkClient, choice: En
     table.to_parquet(out / "replay.parquet", index=False)
     document = {
         "inputs": [file.name for file in files],
-        "requests_per_user": client.requests_per_user,
-        "warmup_per_user": client.warmup_per_user,
+        **asdict(client),
         "engine_profiles": choice.profiles,
         "metadata": metadata,
         "summary": summary.to_dict("records"),

@@ -1,37 +1,22 @@
 """A measured case as a batchsim experiment: the same model, GPU, layout and closed loop.
 
-The names the benchmarks use are mapped to the library's and the profiles' here; a case whose
-model, GPU or quantisation batchsim cannot represent gets the reason instead.
+The names the benchmarks use are mapped to the library's and the profiles' (names.py), and
+their layout (tensor, pipeline and expert parallelism, data-parallel attention) to batchsim's
+here; a case whose model, GPU, quantisation or layout batchsim cannot represent gets the
+reason instead.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from batchsim.apps.replay.measured import MeasuredCase
+from batchsim.apps.replay.names import gpu_profile, library_model, weight_dtype
 from batchsim.experiment.engine_profile import EngineProfile
-
-# Hugging Face ids of the benchmarks -> model library names (hardware_profiles/models/).
-MODELS = {
-    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "meta-llama/Llama-3.1-8B": "llama-3.1-8b",
-    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
-    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
-    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
-    "Qwen/Qwen3-32B": "qwen3-32b",
-    "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
-    "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b",
-    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
-    "deepseek-ai/DeepSeek-R1": "deepseek-v3",  # the same architecture
-}
-# The tables' `system` -> GPU profile names (hardware_profiles/gpus/).
-GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "a100_sxm": "a100-sxm-80gb",
-        "l40s": "l40s", "b200_sxm": "b200"}
-# GEMM quantisation -> weight dtype. Block-scaled fp8 is priced as per-tensor fp8 (the cost
-# model has one fp8 rate); the KV cache stays bf16, as the tables do not say otherwise.
-WEIGHTS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8"}
+from batchsim.gpu.model_spec import load_model
 
 REPLAY_ARM = "engine"
 
@@ -40,10 +25,13 @@ REPLAY_ARM = "engine"
 class BenchmarkClient:
     """How the benchmark client drove the engine: a closed loop of `concurrency` users, each
     sending `requests_per_user` requests; the first `warmup_per_user` per user are warm-up,
-    left out of the means (docs/how-to/replay.md says why these defaults)."""
+    left out of the means, and with `drained_warmup` the measured requests start only once
+    every warm-up request has ended, as AIPerf's phases do (docs/how-to/replay.md says why
+    these defaults: AIPerf's 2 x concurrency warm-up, then 20 x concurrency measured)."""
 
-    requests_per_user: int = 20
+    requests_per_user: int = 22
     warmup_per_user: int = 2
+    drained_warmup: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.warmup_per_user < self.requests_per_user:
@@ -66,33 +54,107 @@ def case_experiment(case: MeasuredCase, client: BenchmarkClient, engine: EngineP
                     lengths_file: Path | None = None) -> dict[str, Any] | str:
     """The experiment file (as a dict) that replays `case`, or why it cannot be replayed;
     a case with per-request lengths needs them written to `lengths_file` (`lengths_csv`)."""
-    model = MODELS.get(case.model, case.model if case.model in MODELS.values() else None)
+    model = library_model(case.model)
     if model is None:
         return f"model {case.model!r} is not in the model library"
-    gpu = GPUS.get(case.gpu, case.gpu if case.gpu in GPUS.values() else None)
+    gpu = gpu_profile(case.gpu)
     if gpu is None:
         return f"GPU {case.gpu!r} has no profile"
-    weights = WEIGHTS.get(case.quantization)
+    weights = weight_dtype(case.quantization)
     if weights is None:
         return f"GEMM quantisation {case.quantization!r} is not modelled"
+    layout = replay_layout(model, case.tensor_parallel, case.pipeline_parallel,
+                           case.attention_data_parallel, case.moe_tensor_parallel,
+                           case.moe_expert_parallel)
+    if isinstance(layout, str):
+        return layout
     experiment: dict[str, Any] = {
         "name": "replay",
         "seed": 0,
         "model": model,
         "hardware": gpu,
         "engine": engine.ref,
-        "tensor_parallel": case.tensor_parallel,
+        "tensor_parallel": layout.tensor_parallel,
         "pipeline_parallel": case.pipeline_parallel,
         "dtype": {"weights": weights, "kv_cache": "bf16"},
         "max_model_len": longest_request(case),
         "workload": _workload(case, client, lengths_file),
         "policies": [engine_arm(engine, case)],
     }
+    # Only a layout beyond tensor parallelism sets the keys (a TP-only case's file is as it was).
+    if layout.expert_parallel > 1:
+        experiment["expert_parallel"] = layout.expert_parallel
+    if layout.data_parallel_attention:
+        experiment["data_parallel_attention"] = True
     scheduler = engine.spec.scheduler
     if scheduler is not None:
         experiment["gpu_memory_utilization"] = scheduler.gpu_memory_utilization
         experiment["kv_cache"] = {"block_size": scheduler.block_size}
     return experiment
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """One replica's stage in the experiment's keys: `tensor_parallel` GPUs, the experts spread
+    over `expert_parallel` of them, attention data-parallel over all of them or not."""
+
+    tensor_parallel: int
+    expert_parallel: int = 1
+    data_parallel_attention: bool = False
+
+
+def replay_layout(model: str, tensor_parallel: int, pipeline_parallel: int = 1,
+                  attention_data_parallel: int = 1, moe_tensor_parallel: int | None = None,
+                  moe_expert_parallel: int = 1) -> Layout | str:
+    """A benchmark's layout of library model `model` as batchsim's, or why it has none.
+
+    The tables' degrees (`tp_size`, `pp_size`, `attention_dp_size`, `moe_tp_size`,
+    `moe_ep_size`) count a stage's GPUs as `tp_size × attention_dp_size`: attention is split
+    over `tp_size` GPUs in each of `attention_dp_size` ranks, each routed expert over
+    `moe_tp_size` and the experts over `moe_ep_size`. batchsim's data-parallel attention runs
+    each GPU's attention whole over all of the stage's `tensor_parallel` GPUs with the experts
+    spread over all of them (`expert_parallel` = `tensor_parallel`, gpu/moe_layout.py), so it
+    is `tp_size` 1, `moe_ep_size` = `attention_dp_size`; without it, each expert is split over
+    `tensor_parallel / expert_parallel` GPUs. Any other combination is refused with the reason
+    (`moe_tensor_parallel` None: not given).
+    """
+    tp, dp, ep, moe_tp = (tensor_parallel, attention_data_parallel, moe_expert_parallel,
+                          moe_tensor_parallel)
+    if not _is_moe(model):
+        if dp > 1:
+            return (f"attention_dp_size {dp}: data-parallel attention needs a "
+                    f"mixture-of-experts model; {model} is dense")
+        if ep > 1:
+            return (f"moe_ep_size {ep}: expert parallelism needs a mixture-of-experts model; "
+                    f"{model} is dense")
+        if moe_tp not in (None, 1, tp):
+            return f"moe_tp_size {moe_tp}: {model} is dense (its MLPs are split by tp_size {tp})"
+        return Layout(tp)
+    if dp > 1 and tp > 1:
+        return (f"attention_dp_size {dp} with tp_size {tp}: batchsim's data-parallel "
+                f"attention keeps each GPU's attention whole (tp_size 1)")
+    if dp > 1 and ep != dp:
+        return (f"moe_ep_size {ep} with attention_dp_size {dp}: batchsim's data-parallel "
+                f"attention needs the experts spread over all {dp} GPUs (moe_ep_size {dp})")
+    gpus = tp * dp
+    if gpus % ep:
+        return (f"moe_ep_size {ep} does not divide the {gpus} GPU(s) of tp_size {tp} × "
+                f"attention_dp_size {dp}")
+    if moe_tp is not None and moe_tp * ep != gpus:
+        return (f"moe_tp_size {moe_tp} × moe_ep_size {ep} is not the {gpus} GPU(s) of "
+                f"tp_size {tp} × attention_dp_size {dp}: batchsim splits each expert over "
+                f"{gpus // ep} GPU(s)")
+    if pipeline_parallel > 1 and (ep > 1 or dp > 1):
+        # experiment/deployment.py refuses these layouts with pipeline stages.
+        return (f"pp_size {pipeline_parallel} with moe_ep_size {ep} / attention_dp_size {dp}: "
+                "expert parallelism and data-parallel attention are not modelled with "
+                "pipeline parallelism")
+    return Layout(gpus, ep, dp > 1)
+
+
+@cache
+def _is_moe(model: str) -> bool:
+    return load_model(model).moe is not None
 
 
 def longest_request(case: MeasuredCase) -> int:
@@ -113,6 +175,8 @@ def _workload(case: MeasuredCase, client: BenchmarkClient,
     workload: dict[str, Any] = {"num_requests": client.sends(case)}
     if case.request_rate is None:
         workload["arrivals"] = {"kind": "closed_loop", "concurrency": case.concurrency}
+        if client.drained_warmup and client.warmup(case):
+            workload["arrivals"]["drain_after"] = client.warmup(case)
     else:
         # The client draws gamma gaps of shape `burstiness`: their CV is 1 / sqrt(shape).
         workload["arrivals"] = {"kind": "gamma", "rate": case.request_rate,

@@ -2,7 +2,8 @@
 
 The columns are those of the public end-to-end tables (aiconfigurator-core's silicon
 samples): the deployment (`backend`, `model_path`, `system`, `precision`, `gemm_quant_mode`,
-`mode`, `tp_size`, `pp_size`, ...), the workload (`isl`, `osl`, `batch_size` = concurrent
+`mode`, `tp_size`, `pp_size`, and where given `attention_dp_size`, `moe_tp_size`,
+`moe_ep_size`, ...), the workload (`isl`, `osl`, `batch_size` = concurrent
 requests of a closed loop) and the client-measured means `silicon_ttft_ms`, `silicon_tpot_ms`.
 A row that cannot be read is kept with the reason, never dropped.
 """
@@ -52,6 +53,12 @@ class MeasuredCase:
     # parameter); None: a closed loop of `concurrency` users.
     request_rate: float | None = None
     burstiness: float = 1.0
+    # The rest of the layout, in the tables' terms (deployment.replay_layout maps them):
+    # attention data-parallel ranks of `tensor_parallel` GPUs each, the GPUs the experts are
+    # spread over, and those each expert is split over (None: not given).
+    attention_data_parallel: int = 1
+    moe_expert_parallel: int = 1
+    moe_tensor_parallel: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,8 @@ def read_cases(path: Path) -> tuple[list[MeasuredCase], list[Unreplayed]]:
 _COUNTS = ("isl", "osl", "batch_size", "tp_size", "pp_size")
 _MEANS = ("silicon_ttft_ms", "silicon_tpot_ms")
 _DEFAULTS = {"pp_size": "1"}  # an empty pp_size means no pipeline parallelism
+# Optional layout columns; empty or 0 (as the tables write for a degree not used): not given.
+_LAYOUT = ("attention_dp_size", "moe_tp_size", "moe_ep_size")
 
 
 def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
@@ -110,7 +119,19 @@ def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
         if value is None:
             return f"{key}: expected a positive number, got {text!r}"
         values[key] = value
-    fractional = [key for key in _COUNTS if values[key] != int(values[key])]
+    layout: dict[str, int | None] = {}
+    for key in _LAYOUT:
+        text = row.get(key, "")
+        if text.strip() in ("", "0"):
+            layout[key] = None
+            continue
+        value = _positive(text)
+        if value is None:
+            return f"{key}: expected a positive number or nothing, got {text!r}"
+        values[key] = value
+        layout[key] = int(value)
+    fractional = [key for key in (*_COUNTS, *_LAYOUT)
+                  if key in values and values[key] != int(values[key])]
     if fractional:
         return f"{', '.join(fractional)}: expected a whole number"
     return MeasuredCase(
@@ -122,6 +143,9 @@ def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
         ttft_s=values["silicon_ttft_ms"] / 1000.0, tpot_s=values["silicon_tpot_ms"] / 1000.0,
         measured={"ttft_mean": values["silicon_ttft_ms"] / 1000.0,
                   "tpot_mean": values["silicon_tpot_ms"] / 1000.0},
+        attention_data_parallel=layout["attention_dp_size"] or 1,
+        moe_expert_parallel=layout["moe_ep_size"] or 1,
+        moe_tensor_parallel=layout["moe_tp_size"],
     )
 
 

@@ -235,6 +235,16 @@ class ClosedLoopArrivals(ConfigModel):
     """Number of users, i.e. requests in flight."""
     think_time_s: NonNegative = 0.0
     """Pause in seconds between a user's response and its next request."""
+    prompt_pool: AtLeastOne | None = None
+    """Distinct prompts the users draw from (null: every prompt is new). Benchmark clients
+    reuse a small pool (AIPerf generates 100), so with `kv_cache.prefix_caching` a repeated
+    prompt hits the cache if it is still there. Each entry keeps the prompt length drawn for
+    it; entries are dealt in a shuffled order, reshuffled after each pass, as AIPerf's
+    sampler does."""
+    drain_after: AtLeastOne | None = None
+    """A warm-up phase: once this many requests were sent, no user sends another until every
+    one of them has ended, so the rest start together as one wave (AIPerf's warm-up is such a
+    drained phase; null: the users never wait for each other)."""
 
 
 class SessionArrivals(ConfigModel):

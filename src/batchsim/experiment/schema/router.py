@@ -14,9 +14,12 @@ RouterName = Literal["round_robin", "least_outstanding", "least_kv", "prefix_aff
 class ScorerConfig(ConfigModel):
     """One scorer of a weighted router and its weight."""
 
-    kind: Literal["prefix_cache", "queue_depth", "kv_use", "predicted_latency"]
+    kind: Literal["prefix_cache", "tiered_prefix_cache", "queue_depth", "kv_use",
+                  "predicted_latency"]
     """What it scores, each in [0, 1] with higher better: `prefix_cache` the share of the
-    prompt's full blocks cached at the replica (needs prefix caching); `queue_depth` the
+    prompt's full blocks cached at the replica (needs prefix caching); `tiered_prefix_cache`
+    the share found on the replica's GPU or in its lower KV tiers (`kv_cache.tiers`; without
+    tiers it is `prefix_cache`); `queue_depth` the
     requests queued + running, `(max - n) / (max - min)` across replicas; `kv_use` the
     replica's free share of its KV blocks; `predicted_latency` the arrival's predicted wait
     (prompt tokens ahead of it and its own uncached ones at the cost model's prefill rate, plus
