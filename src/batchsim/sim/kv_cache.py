@@ -35,6 +35,7 @@ class KVBlockPool:
     # decoding batch takes blocks as kv_growth.py counts (a contiguous pool reserves ahead).
     exact_growth: ClassVar[bool] = True
     allocation: ClassVar[str] = "paged"  # how blocks are laid out (kv_cache.allocation)
+    has_lower_tiers: ClassVar[bool] = False  # KV tiers below it (a TieredKVBlockPool's)
     has_holes: ClassVar[bool] = False  # can free memory be unusable (external fragmentation)
 
     def __init__(self, num_blocks: int, block_size: int, *, prefix_caching: bool = False) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import islice
+from typing import ClassVar
 
 from batchsim.sim.kv_cache import HostSwapSpace, KVBlockPool, KVCacheError
 from batchsim.sim.kv_tiers import KVTier, KVTierStack
@@ -23,6 +24,7 @@ class TieredKVBlockPool(KVBlockPool):
     """`KVBlockPool` with prefix caching over `tiers`, loads overlapped over `num_layers`."""
 
     __slots__ = ("_load_hits", "_load_s", "layers", "tiers")
+    has_lower_tiers: ClassVar[bool] = True
 
     def __init__(self, num_blocks: int, block_size: int, tiers: list[KVTier], *,
                  layers: int = 1) -> None:

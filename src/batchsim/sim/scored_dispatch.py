@@ -33,8 +33,6 @@ class ScoredDispatch(RoutedDispatch):
         block_size = self.replicas[0].policy.pool.block_size
         index = self.weighted.choose(signals, ArrivalShape(request.prompt_tokens, block_size),
                                      request.request_id)
-        chosen = signals[index]
-        self.view.assigned(index, request,
-                           max(chosen.cached_prefix_blocks, chosen.tiered_prefix_blocks))
+        self.view.assigned(index, request, signals[index].prefix_blocks_anywhere)
         if not self.replicas[index].submit(request):
             self.on_rejected(request)

@@ -28,7 +28,15 @@ class ReplicaSignals:
     kv_blocks: int  # the replica's KV pool
     prefill_tokens_ahead: int = 0  # queued prompt tokens not yet computed
     cached_prefix_blocks: int = 0  # leading prompt blocks of the arrival cached there
-    tiered_prefix_blocks: int = 0  # the same, found on the GPU or in a lower KV tier
+    # The same, found on the GPU or in a lower KV tier; None: read no further than the GPU
+    # (the replica has no tiers, or no scorer asks).
+    tiered_prefix_blocks: int | None = None
+
+    @property
+    def prefix_blocks_anywhere(self) -> int:
+        """Leading prompt blocks the replica would not compute: cached or in a tier."""
+        tiered = self.tiered_prefix_blocks
+        return self.cached_prefix_blocks if tiered is None else tiered
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +78,7 @@ def prefix_cache(signals: Sequence[ReplicaSignals], arrival: ArrivalShape,
 
 def tiered_prefix_cache(signals: Sequence[ReplicaSignals], arrival: ArrivalShape,
                         latency: LatencyEstimate | None) -> list[float]:
-    return _share_of_prompt([s.tiered_prefix_blocks for s in signals], arrival)
+    return _share_of_prompt([s.prefix_blocks_anywhere for s in signals], arrival)
 
 
 def queue_depth(signals: Sequence[ReplicaSignals], arrival: ArrivalShape,
@@ -95,8 +103,7 @@ def predicted_latency(signals: Sequence[ReplicaSignals], arrival: ArrivalShape,
     size = arrival.block_size
     return _low_is_good([
         latency.wait_s(s.prefill_tokens_ahead
-                       + max(0, prompt - max(s.cached_prefix_blocks, s.tiered_prefix_blocks)
-                             * size), s.running)
+                       + max(0, prompt - s.prefix_blocks_anywhere * size), s.running)
         for s in signals])
 
 

@@ -73,7 +73,8 @@ class SignalView:
         tiered = self.tiered
         return [ReplicaSignals(s.outstanding, s.running, s.free_kv_blocks, s.kv_blocks,
                                s.prefill_tokens_ahead, r.cached_prefix_blocks(request),
-                               r.tiered_prefix_blocks(request) if tiered else 0)
+                               r.tiered_prefix_blocks(request)
+                               if tiered and r.policy.pool.has_lower_tiers else None)
                 for s, r in zip(seen, self.replicas, strict=True)]
 
     def assigned(self, index: int, request: Request, cached_blocks: int) -> None:
