@@ -87,6 +87,11 @@ def cuts() -> list[Cut]:
         for gpu in ("h100_sxm", "h200_sxm", "b200_sxm")
         for dtype, tag in _GEMM_TAGS.items()
     ]
+    # NVFP4 (W4A4 on FP4 tensor cores, vLLM's FlashInferCuteDslNvFp4LinearKernel): Blackwell
+    # only. The wheel has no mxfp4 GEMM rows.
+    tables.append(Cut("b200_sxm_gemm_perf_fp4.csv.gz",
+                      "b200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet",
+                      _gemm("nvfp4"), "rows with gemm_dtype == nvfp4"))
     for gpu in ("h100_sxm", "h200_sxm", "b200_sxm"):
         for kind in ("context", "generation"):
             tables.append(Cut(

@@ -46,6 +46,7 @@ _GRIDS = {
         "message_size": [2**p for p in range(8, 30, 2)],
     },
     "gemm_fp8": _GEMM_GRID,
+    "gemm_fp4": _GEMM_GRID,
     "moe": _MOE_GRID,
     "moe_fp8": _MOE_GRID,
 }

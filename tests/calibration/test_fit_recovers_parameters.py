@@ -93,7 +93,8 @@ def test_without_an_sm_count_the_wave_and_occupancy_terms_stay_off() -> None:
     assert result.families["gemm"].heldout.p90_ape < 0.01
 
 
-# fp8 GEMMs unlike the bf16 truth in every key, with an activation-quantisation kernel.
+# fp8 (and nvfp4) GEMMs unlike the bf16 truth in every key, with an activation-quantisation
+# kernel.
 _FP8_TRUTH = {
     "gemm_peak_efficiency": 0.66, "gemm_ramp_tokens": 9.0, "memory_efficiency": 0.69,
     "kernel_launch_s": 3.9e-6, "gemm_overlap_power": 1.7, "gemm_k_step_s": 1.1e-9,
@@ -102,21 +103,27 @@ _FP8_TRUTH = {
 }
 
 
-def test_fp8_gemms_get_keys_of_their_own_and_leave_the_bf16_ones_alone() -> None:
+@pytest.mark.parametrize(("family", "dtype"), [("gemm_fp8", "fp8"), ("gemm_fp4", "nvfp4")])
+def test_quantised_gemms_get_keys_of_their_own_and_leave_the_bf16_ones_alone(
+    family: str, dtype: str
+) -> None:
     bf16_only = _truth_gpu()
     truth = dataclasses.replace(
-        bf16_only, efficiency=bf16_only.efficiency.with_gemm_for("fp8", _FP8_TRUTH))
-    tables = synthetic_tables(truth, noise=0.0, seed=5, families=("gemm_fp8",))
+        bf16_only, efficiency=bf16_only.efficiency.with_gemm_for(dtype, _FP8_TRUTH))
+    tables = synthetic_tables(truth, noise=0.0, seed=5, families=(family,))
     result = fit_profile(bf16_only, tables, seed=0)
     fitted = result.gpu.efficiency
-    assert set(fitted.gemm_by_weights) == {"fp8"}
+    # Other dtypes' keys (the H100's fitted fp8 ones, for nvfp4) are left as they were.
+    others = {d: keys for d, keys in bf16_only.efficiency.gemm_by_weights.items() if d != dtype}
+    assert set(fitted.gemm_by_weights) == {*others, dtype}
+    assert all(fitted.gemm_by_weights[d] == keys for d, keys in others.items())
     for key, value in _FP8_TRUTH.items():
-        assert fitted.gemm_by_weights["fp8"][key] == pytest.approx(value, rel=0.02), key
+        assert fitted.gemm_by_weights[dtype][key] == pytest.approx(value, rel=0.02), key
     for key in GEMM_KEYS:  # the bf16 GEMMs' keys are the spec's, untouched
         assert getattr(fitted, key) == getattr(bf16_only.efficiency, key), key
-    assert result.families["gemm_fp8"].heldout.p90_ape < 0.01
+    assert result.families[family].heldout.p90_ape < 0.01
     assert result.gpu.calibration is not None
-    assert result.gpu.calibration.sources[0].family == "gemm_fp8"
+    assert result.gpu.calibration.sources[0].family == family
 
 
 # A fused-MoE kernel unlike both the dense bf16 truth and every starting point.

@@ -7,6 +7,7 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -29,6 +30,19 @@ def test_shipped_samples_are_scored_like_the_recorded_error(gpu: str) -> None:
         recorded = profile.calibration.heldout_error[family]
         sample_median = float(sorted(errors)[len(errors) // 2])
         assert sample_median < 1.6 * recorded.median_ape + 0.02, family
+
+
+def test_the_b200_fp4_sample_scores_within_its_recorded_fp4_error() -> None:
+    """The nvfp4 GEMM sample is held-out rows priced with the fitted nvfp4 keys: its median and
+    p90 error are those `docs/fidelity.md` reports, to sampling noise."""
+    profile = load_gpu_profile("b200")
+    assert profile.calibration is not None
+    table = load_measurements(_SAMPLES / "b200")["gemm_fp4"]
+    predicted = PREDICTORS["gemm_fp4"](table.rows, profile, profile.efficiency)
+    errors = np.abs(predicted / table.rows["seconds"].to_numpy() - 1)
+    recorded = profile.calibration.heldout_error["gemm_fp4"]
+    assert float(np.median(errors)) < 1.3 * recorded.median_ape + 0.01
+    assert float(np.quantile(errors, 0.9)) < 1.3 * recorded.p90_ape + 0.02
 
 
 def test_a_refit_on_the_small_local_sample_lands_near_the_shipped_profile() -> None:
@@ -58,15 +72,18 @@ def test_a_table_missing_a_column_names_file_and_column(tmp_path: Path) -> None:
 
 
 def test_gemm_tables_are_told_apart_by_their_weights(tmp_path: Path) -> None:
-    rows = "gemm_dtype,m,n,k,latency\nbfloat16,1,2,3,0.1\nfp8,1,2,3,0.2\nfp8_block,1,2,3,0.3\n"
-    for dtype in ("bf16", "fp8", "fp8_block"):
+    rows = ("gemm_dtype,m,n,k,latency\nbfloat16,1,2,3,0.1\nfp8,1,2,3,0.2\nfp8_block,1,2,3,0.3\n"
+            "nvfp4,1,2,3,0.4\n")
+    for dtype in ("bf16", "fp8", "fp8_block", "fp4"):
         (tmp_path / f"x_gemm_perf_{dtype}.csv").write_text(rows, encoding="utf-8")
     tables = load_measurements(tmp_path)
     # Block-scaled fp8 is not fitted (docs/fidelity.md): its table is passed over.
-    assert set(tables) == {"gemm", "gemm_fp8"}
+    assert set(tables) == {"gemm", "gemm_fp8", "gemm_fp4"}
     assert tables["gemm"].rows["latency"].tolist() == [0.1]
     assert tables["gemm_fp8"].rows["latency"].tolist() == [0.2]
     assert tables["gemm_fp8"].source.filter == "gemm_dtype == fp8"
+    assert tables["gemm_fp4"].rows["latency"].tolist() == [0.4]
+    assert tables["gemm_fp4"].source.filter == "gemm_dtype == nvfp4"
 
 
 def test_moe_tables_keep_balanced_routing_and_each_layouts_main_kernel(tmp_path: Path) -> None:

@@ -171,3 +171,23 @@ def test_a_data_parallel_attention_case_on_blackwell_in_fp4(tmp_path: Path) -> N
 def test_a_refused_case_says_why(tmp_path: Path, changes: dict[str, str], reason: str) -> None:
     refused = _experiment(tmp_path, **changes)
     assert isinstance(refused, str) and reason in refused
+
+
+@pytest.mark.parametrize(("backend", "running"), [("vllm", 32), ("sglang", 32), ("trtllm", 31)])
+def test_the_engine_runs_the_rows_batch_size_less_its_reserved_slots(
+        tmp_path: Path, backend: str, running: int) -> None:
+    experiment = _experiment(tmp_path, backend=backend, model_path="Qwen/Qwen3-32B",
+                             gemm_quant_mode="", tp_size="4", batch_size="32")
+    assert isinstance(experiment, dict)
+    [arm] = experiment["policies"]
+    assert arm["max_num_seqs"] == running
+
+
+def test_a_data_parallel_attention_row_keeps_the_engines_default_batch(tmp_path: Path) -> None:
+    # Its batch_size counts the users of every rank; one rank's max batch is not given.
+    experiment = _experiment(tmp_path, tp_size="1", attention_dp_size="8", moe_tp_size="1",
+                             moe_ep_size="8", batch_size="64")
+    assert isinstance(experiment, dict)
+    [arm] = experiment["policies"]
+    scheduler = load_engine_profile("sglang").spec.scheduler
+    assert scheduler is not None and arm["max_num_seqs"] == scheduler.max_num_seqs

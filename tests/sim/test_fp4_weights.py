@@ -1,5 +1,6 @@
 """FP4 weights (NVFP4, MXFP4): their bytes with the block scales, the rate and GEMM keys they
-run at, with and without FP4 tensor cores (docs/background/model.md, "Quantisation")."""
+run at, with and without FP4 tensor cores and fitted nvfp4 keys (docs/background/model.md,
+"Quantisation")."""
 
 from __future__ import annotations
 
@@ -34,12 +35,25 @@ def test_bytes_per_element_count_the_block_scales() -> None:
 def test_fp4_computes_at_the_fp4_peak_where_the_gpu_has_fp4_cores(dtype: str) -> None:
     b300, h100 = load_gpu_profile("b300"), load_gpu_profile("h100")
     assert b300.peak_flops.for_weights(dtype) == 13.5e15  # HGX B300: 108 PFLOPS dense / 8
-    assert b300.peak_flops.gemm_keys_for(dtype) == "fp8"
+    # Spec-only, no nvfp4 keys of its own: it borrows fp8's.
+    assert b300.peak_flops.gemm_keys_for(dtype, b300.efficiency.gemm_by_weights) == "fp8"
     # Hopper has no FP4 cores: dequantised in the kernel and multiplied in bf16, as int4.
     assert h100.peak_flops.fp4 is None
     assert h100.peak_flops.for_weights(dtype) == 989e12
-    assert h100.peak_flops.gemm_keys_for(dtype) == "bf16"
-    assert h100.peak_flops.gemm_keys_for("fp8") == "fp8"  # other dtypes keep their own keys
+    assert h100.peak_flops.gemm_keys_for(dtype, {"nvfp4"}) == "bf16"
+    assert h100.peak_flops.gemm_keys_for("fp8", ()) == "fp8"  # other dtypes keep their own keys
+
+
+@pytest.mark.parametrize("dtype", ["nvfp4", "mxfp4"])
+def test_fp4_gemms_on_the_b200_use_its_fitted_nvfp4_keys(dtype: str) -> None:
+    b200 = load_gpu_profile("b200")
+    eff = b200.efficiency
+    assert b200.peak_flops.gemm_keys_for(dtype, eff.gemm_by_weights) == "nvfp4"
+    # No FP4 fused-MoE table is fitted: routed experts keep fp8's MoE keys.
+    assert b200.peak_flops.gemm_keys_for(dtype, eff.moe_by_weights) == "fp8"
+    # The fitted FP4 kernel is not the fp8 one: a step priced with fp8's keys would differ.
+    nvfp4, fp8 = eff.gemm_by_weights["nvfp4"], eff.gemm_by_weights["fp8"]
+    assert nvfp4["gemm_peak_efficiency"] != fp8["gemm_peak_efficiency"]
 
 
 def test_weights_of_an_nvfp4_model_on_a_b300() -> None:
@@ -66,26 +80,31 @@ def _linear_s(gpu: GpuProfile, weights: str, tokens: int) -> float:
 
 
 @pytest.mark.parametrize(
-    ("gpu_name", "peak", "keys"),
-    [("b300", 13.5e15, "fp8"),  # FP4 tensor cores, priced with the fp8 GEMM keys
-     ("h100", 989e12, "bf16")],  # none: the bf16 rate and bf16 keys, weight-only
+    ("gpu_name", "dtype", "peak", "keys"),
+    [("b200", "nvfp4", 9e15, "nvfp4"),  # FP4 tensor cores and the fitted nvfp4 GEMM keys
+     ("b200", "mxfp4", 9e15, "nvfp4"),  # mxfp4 is unmeasured: nvfp4's keys, its own bytes
+     ("b300", "nvfp4", 13.5e15, "fp8"),  # FP4 tensor cores, no nvfp4 keys: fp8's
+     ("h100", "nvfp4", 989e12, "bf16")],  # none: the bf16 rate and bf16 keys, weight-only
 )
-def test_a_step_prices_nvfp4_layer_gemms(gpu_name: str, peak: float, keys: str) -> None:
+def test_a_step_prices_fp4_layer_gemms(gpu_name: str, dtype: str, peak: float,
+                                       keys: str) -> None:
     gpu = load_gpu_profile(gpu_name)
     eff = gpu.efficiency.gemm_by_weights.get(keys)
     fp4_eff = dataclasses.replace(gpu.efficiency, **eff) if eff else gpu.efficiency
     tokens = 2048
     # The LM head is bf16 in both, so the difference is the layer GEMMs' alone.
     expected = (
-        _layer_gemms_s(tokens, peak=peak, weight_bytes=0.5625, gpu=gpu, eff=fp4_eff)
+        _layer_gemms_s(tokens, peak=peak, weight_bytes=bytes_per_element(dtype), gpu=gpu,
+                       eff=fp4_eff)
         - _layer_gemms_s(tokens, peak=gpu.peak_flops.bf16, weight_bytes=2.0, gpu=gpu,
                          eff=gpu.efficiency)
     )
-    got = _linear_s(gpu, "nvfp4", tokens) - _linear_s(gpu, "bf16", tokens)
+    got = _linear_s(gpu, dtype, tokens) - _linear_s(gpu, "bf16", tokens)
     assert got == pytest.approx(expected, rel=1e-9)
 
 
 def test_a_profile_with_fp4_cores_but_no_fp8_keys_uses_the_bf16_keys() -> None:
     l40s = load_gpu_profile("l40s")  # no fp8 GEMM keys of its own
     fp4 = dataclasses.replace(l40s, peak_flops=dataclasses.replace(l40s.peak_flops, fp4=2e15))
-    assert fp4.efficiency.for_weights(fp4.peak_flops.gemm_keys_for("mxfp4")) is fp4.efficiency
+    keys = fp4.peak_flops.gemm_keys_for("mxfp4", fp4.efficiency.gemm_by_weights)
+    assert fp4.efficiency.for_weights(keys) is fp4.efficiency

@@ -14,6 +14,7 @@ from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_pro
 _CALIBRATED = ["a100-sxm-80gb", "b200", "h100-sxm", "h200-sxm", "l40s"]
 _SPEC_ONLY = ["b300", "gb200", "gb300", "mi300x"]
 _WITH_FP8_GEMMS = ("b200", "h100-sxm", "h200-sxm")  # fp8 GEMM tables fitted too
+_WITH_FP4_GEMMS = ("b200",)  # and nvfp4 GEMM tables
 _OWN_MEASUREMENTS = "h200-sxm-measured"  # fitted to our own single-GPU H200 timings
 _SHIPPED = sorted([*_CALIBRATED, *_SPEC_ONLY, _OWN_MEASUREMENTS])
 
@@ -65,10 +66,12 @@ def test_calibrated_profiles_record_their_data_and_held_out_error(name: str) -> 
     assert gpu.calibration is not None
     # The GPUs with public fp8 GEMM tables also have fused-MoE expert tables.
     fp8 = {"gemm_fp8", "moe", "moe_fp8"} if name in _WITH_FP8_GEMMS else set()
+    fp4 = {"gemm_fp4"} if name in _WITH_FP4_GEMMS else set()
     assert set(gpu.calibration.heldout_error) == {
-        "gemm", "decode_attention", "prefill_attention", "allreduce", *fp8
+        "gemm", "decode_attention", "prefill_attention", "allreduce", *fp8, *fp4
     }
-    assert set(gpu.efficiency.gemm_by_weights) == ({"fp8"} if fp8 else set())
+    own_gemm_keys = ({"fp8"} if fp8 else set()) | ({"nvfp4"} if fp4 else set())
+    assert set(gpu.efficiency.gemm_by_weights) == own_gemm_keys
     assert set(gpu.efficiency.moe_by_weights) == ({"bf16", "fp8"} if fp8 else set())
     assert all(source.rows > 0 for source in gpu.calibration.sources)
     assert set(gpu.calibration.not_fitted) == {"step_overhead_s", "per_seq_overhead_s"}
@@ -187,12 +190,16 @@ def test_fp4_peak_is_optional_and_checked(tmp_path: Path) -> None:
     assert load_gpu_profile(str(_write(tmp_path, document))).peak_flops.fp4 == 2e15
 
 
-def test_fp4_weights_get_no_gemm_keys_of_their_own(tmp_path: Path) -> None:
+def test_only_nvfp4_of_the_fp4_formats_gets_gemm_keys_of_its_own(tmp_path: Path) -> None:
     document = _h100_document()
     efficiency = document["efficiency"]
     assert isinstance(efficiency, dict)
     efficiency["gemm_by_weights"]["nvfp4"] = efficiency["gemm_by_weights"]["fp8"]
-    with pytest.raises(HardwareError, match=r"unknown key 'efficiency.gemm_by_weights.nvfp4'"):
+    loaded = load_gpu_profile(str(_write(tmp_path, document)))
+    assert set(loaded.efficiency.gemm_by_weights) == {"fp8", "nvfp4"}
+    # No mxfp4 tables exist to fit: its GEMMs use nvfp4's keys (`PeakFlops.gemm_keys_for`).
+    efficiency["gemm_by_weights"]["mxfp4"] = efficiency["gemm_by_weights"]["fp8"]
+    with pytest.raises(HardwareError, match=r"unknown key 'efficiency.gemm_by_weights.mxfp4'"):
         load_gpu_profile(str(_write(tmp_path, document)))
 
 

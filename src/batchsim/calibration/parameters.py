@@ -52,6 +52,7 @@ _GEMM = (
     _p("gemm_wave_exponent", Bound.FRACTION, 0.5, 0.3, 0.15),
 )
 
+_QUANT = _p("gemm_quant_token_s", Bound.POSITIVE, 5e-9, 1e-8, 2e-9)
 _MOE_PASSES = _p("moe_pair_passes", Bound.POSITIVE, 4.0, 1.0, 8.0)
 
 FAMILY_PARAMETERS: Mapping[str, tuple[Parameter, ...]] = MappingProxyType(
@@ -59,10 +60,9 @@ FAMILY_PARAMETERS: Mapping[str, tuple[Parameter, ...]] = MappingProxyType(
         "gemm": _GEMM,
         # A W8A8 GEMM runs other kernels than bf16 (every GEMM key its own), and a kernel
         # quantising its activations first.
-        "gemm_fp8": (
-            *_GEMM,
-            _p("gemm_quant_token_s", Bound.POSITIVE, 5e-9, 1e-8, 2e-9),
-        ),
+        "gemm_fp8": (*_GEMM, _QUANT),
+        # W4A4 NVFP4 likewise: its own kernels, and the activations quantised to FP4 first.
+        "gemm_fp4": (*_GEMM, _QUANT),
         "decode_attention": (
             _p("attention_launch_s", Bound.POSITIVE, 1e-5, 5e-6, 2e-5),
             _p("decode_per_seq_head_s", Bound.POSITIVE, 2e-8, 5e-8, 1e-8),
@@ -155,7 +155,7 @@ def round_significant(value: float, digits: int = 4) -> float:
     return 0.0 if abs(value) < 1e-30 else float(f"{value:.{digits - 1}e}")
 
 
-FAMILY_WEIGHTS: Mapping[str, str] = MappingProxyType({"gemm_fp8": "fp8"})
+FAMILY_WEIGHTS: Mapping[str, str] = MappingProxyType({"gemm_fp8": "fp8", "gemm_fp4": "nvfp4"})
 """Families whose keys are a weight dtype's own GEMM keys (`gemm_by_weights`), not the
 profile's top-level ones."""
 FAMILY_MOE_WEIGHTS: Mapping[str, str] = MappingProxyType({"moe": "bf16", "moe_fp8": "fp8"})

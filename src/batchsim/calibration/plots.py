@@ -22,6 +22,7 @@ _TITLES = {
     "gemm_fp8": "GEMM, fp8 weights",
     "moe": "MoE experts, bf16",
     "moe_fp8": "MoE experts, fp8 block",
+    "gemm_fp4": "GEMM, nvfp4 weights",
 }
 
 

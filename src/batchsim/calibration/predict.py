@@ -41,6 +41,10 @@ def predict_gemm_fp8(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficienc
     return _gemm_with_weights(rows, gpu, eff, "fp8")
 
 
+def predict_gemm_fp4(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
+    return _gemm_with_weights(rows, gpu, eff, "nvfp4")
+
+
 def _gemm_with_weights(
     rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency, weights: str
 ) -> np.ndarray:
@@ -133,4 +137,5 @@ PREDICTORS: dict[str, Predictor] = {
     "gemm_fp8": predict_gemm_fp8,
     "moe": predict_moe,
     "moe_fp8": predict_moe_fp8,
+    "gemm_fp4": predict_gemm_fp4,
 }

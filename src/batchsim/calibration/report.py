@@ -161,6 +161,7 @@ def _spec_only_section(profiles: Sequence[GpuProfile]) -> str:
 FAMILY_NAMES["gemm_fp8"] = "GEMM, fp8 weights"
 FAMILY_NAMES["moe"] = "MoE experts, bf16"
 FAMILY_NAMES["moe_fp8"] = "MoE experts, fp8 (block-scaled)"
+FAMILY_NAMES["gemm_fp4"] = "GEMM, nvfp4 weights"
 _SHORTFALLS += """
 ## What the operator fit covers, and what it does not
 
@@ -223,13 +224,21 @@ _SHORTFALLS += """
   prefill steps), so attention keys fitted to those rows would carry that work as attention.
   The family waits for the element-wise work to be priced (or for tables of the attention
   kernel alone).
-- **Not fitted, FP4 weights** (`nvfp4`, `mxfp4`): no FP4 operator table is fitted, on any GPU.
-  Where a profile gives an FP4 tensor-core peak (`peak_flops.fp4`: the Blackwell profiles),
-  FP4 GEMMs and fused-MoE experts are priced with the fp8 weights' fitted keys (else bf16's)
-  at that peak, and with fp8's activation-quantisation kernel; elsewhere (Hopper, Ampere,
-  Ada) they run weight-only, dequantised and multiplied at the bf16 rate with the bf16 keys,
-  as int4 does. Either way only the bytes (block scales included) are FP4's own; how close
-  FP4 kernels come to their peak is unmeasured.
+- **Fitted, NVFP4 GEMMs** (`GEMM, nvfp4 weights` above: vLLM's
+  `FlashInferCuteDslNvFp4LinearKernel` on the B200, W4A4 on the FP4 tensor cores): like fp8's,
+  they get GEMM keys of their own (`efficiency.gemm_by_weights.nvfp4`), which the cost model
+  uses for `nvfp4` and `mxfp4` weights on a profile with an FP4 peak and those keys: 0.56 of the
+  9 PFLOPS FP4 peak for large GEMMs, which take 0.57 of the fp8 table's time (median of the
+  held-out GEMMs with 1,024 tokens or more and N, K of 4096 or more), and an activation
+  quantisation of 0.67 ns per token. The fitted weight-streaming efficiency sits at its cap
+  (1.0 of the spec bandwidth). Priced with the fp8 keys at the FP4 peak, as before, the same
+  held-out rows came out 11% too slow (median) with a p90 error of 116%.
+- **Not fitted, FP4** elsewhere: `mxfp4` (the wheel holds no mxfp4 GEMM rows: priced with the
+  nvfp4 keys, at its own bytes); FP4 fused-MoE experts (no FP4 table is fitted: they keep the
+  fp8 weights' MoE keys at the FP4 peak); and the spec-only Blackwell profiles (B300, GB200,
+  GB300: their nvfp4 tables are in the wheel but not fitted, so their FP4 GEMMs borrow the fp8
+  keys, else bf16's). Without an FP4 peak (Hopper, Ampere, Ada) FP4 weights run weight-only,
+  dequantised and multiplied at the bf16 rate with the bf16 keys, as int4 does.
 - **Not fitted:** fp8 KV caches (the decode keys are bf16's, at half the bytes), int8 and int4
   GEMMs (bf16 keys at their rate), sliding-window attention.
 """

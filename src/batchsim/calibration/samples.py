@@ -46,4 +46,5 @@ def _stem(family: str) -> str:
         "gemm_fp8": "gemm_perf_fp8",
         "moe": "moe_perf_bf16",
         "moe_fp8": "moe_perf_fp8_block",
+        "gemm_fp4": "gemm_perf_fp4",
     }[family]

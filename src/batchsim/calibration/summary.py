@@ -13,6 +13,7 @@ _SHORT = {
     "gemm_fp8": "gemm fp8",
     "moe": "moe",
     "moe_fp8": "moe fp8",
+    "gemm_fp4": "gemm fp4",
 }
 
 

@@ -18,7 +18,8 @@ is recorded, so a profile says exactly which rows it was fitted on. GEMM (and Mo
 told apart by their weights' dtype in the name: `*gemm_perf_fp8*` is per-tensor fp8 (family
 `gemm_fp8`), `*gemm_perf_fp8_block*` block-scaled fp8, which is not fitted (below ~0.1 ms the
 public tables time a fixed host-side floor, not the GPU: docs/fidelity.md) and so is skipped,
-and any other `*gemm_perf*` bf16. A folder's `provenance.yaml`, if present, says where each
+`*gemm_perf_fp4*` NVFP4 (rows of gemm_dtype == nvfp4; family `gemm_fp4`), and any other
+`*gemm_perf*` bf16. A folder's `provenance.yaml`, if present, says where each
 file was cut from (file name -> text); the fit copies that into the profile.
 """
 
@@ -39,6 +40,7 @@ FILE_PATTERNS: tuple[tuple[str, str | None], ...] = (
     ("moe_perf", "moe"),
     ("gemm_perf_fp8_block", None),
     ("gemm_perf_fp8", "gemm_fp8"),
+    ("gemm_perf_fp4", "gemm_fp4"),
     ("gemm_perf", "gemm"),
     ("context_attention_perf", "prefill_attention"),
     ("generation_attention_perf", "decode_attention"),
@@ -52,6 +54,7 @@ _MOE_COLUMNS = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts"
 REQUIRED_COLUMNS = {
     "gemm": ("m", "n", "k", "latency"),
     "gemm_fp8": ("m", "n", "k", "latency"),
+    "gemm_fp4": ("m", "n", "k", "latency"),
     "prefill_attention": (
         "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "latency",
     ),
@@ -223,6 +226,7 @@ def _allreduce_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 _FILTERS = {
     "gemm": lambda frame: _gemm_rows(frame, "bfloat16"),
     "gemm_fp8": lambda frame: _gemm_rows(frame, "fp8"),
+    "gemm_fp4": lambda frame: _gemm_rows(frame, "nvfp4"),
     "prefill_attention": lambda frame: _attention_rows(frame, decode=False),
     "decode_attention": lambda frame: _attention_rows(frame, decode=True),
     "allreduce": _allreduce_rows,

@@ -16,7 +16,12 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from batchsim.experiment.schema.common import AtLeastOne, ConfigModel, NonNegative
+from batchsim.experiment.schema.common import (
+    AtLeastOne,
+    ConfigModel,
+    NonNegative,
+    NonNegativeInt,
+)
 from batchsim.gpu.hardware import GpuProfile
 from batchsim.gpu.yaml_load import load_mapping
 from batchsim.sim.frontend import Frontend
@@ -51,7 +56,11 @@ class EngineScheduler(ConfigModel):
     """Most tokens computed in one step (vLLM `max_num_batched_tokens`, SGLang
     `chunked_prefill_size`, TensorRT-LLM `max_num_tokens`)."""
     max_num_seqs: AtLeastOne
-    """Most requests running at once."""
+    """Most requests running at once (a benchmark that launched the engine with its own max
+    batch replaces it: `batchsim replay` takes a table row's `batch_size`)."""
+    reserved_seq_slots: NonNegativeInt = 0
+    """Slots of the max batch the engine keeps for itself, so at most `max_num_seqs` minus
+    these requests run (TensorRT-LLM: one, docs/background/engines.md says why)."""
     mixed_prefill: bool = True
     """Prefill chunks share steps with decodes (false: a prefill step runs alone, as SGLang
     does without `--enable-mixed-chunk`)."""

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 FAMILIES = ("gemm", "decode_attention", "prefill_attention", "allreduce", "gemm_fp8", "moe",
-            "moe_fp8")
+            "moe_fp8", "gemm_fp4")
 """Operator families, in the order the fit, the profiles and the report list them. A family's
 place also seeds its held-out split, so new ones go last. `gemm_fp8`: GEMMs with per-tensor
 fp8 weights and activations, fitted into the profile's `gemm_by_weights.fp8` keys. `moe`,
 `moe_fp8`: fused-MoE expert kernels with bf16 and (block-scaled) fp8 weights, fitted into
-`moe_by_weights.bf16` and `moe_by_weights.fp8`."""
+`moe_by_weights.bf16` and `moe_by_weights.fp8`. `gemm_fp4`: GEMMs with NVFP4 weights and
+activations on FP4 tensor cores, fitted into `gemm_by_weights.nvfp4`."""
 
 
 class FieldReader(Protocol):

@@ -156,7 +156,8 @@ class RooflineCostModel:
             peak_flops=gpu.peak_flops.for_weights(weight_dtype),
             weight_bytes=bytes_per_element(weight_dtype),
             gpu=gpu,
-            efficiency=eff.for_weights(gpu.peak_flops.gemm_keys_for(weight_dtype)),
+            efficiency=eff.for_weights(
+                gpu.peak_flops.gemm_keys_for(weight_dtype, eff.gemm_by_weights)),
         )
         # The LM head stays bf16 in quantised checkpoints, so it streams and computes as bf16.
         self._lm_head_gemm = GemmGroup(

@@ -7,7 +7,7 @@ knows both, so that the memory plan and the roofline cost model cannot disagree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Final, Literal
 
@@ -55,16 +55,24 @@ COMPUTE_RATE_OF_WEIGHTS: Final[Mapping[str, PeakFlopsKey]] = MappingProxyType(
 """Which peak FLOP/s entry of a GPU profile a GEMM with these weights computes at."""
 
 
-def gemm_kernel_dtype(weight_dtype: str, *, fp4_cores: bool) -> str:
+FITTED_FP4_KEYS: Final[str] = "nvfp4"
+"""The one FP4 format with GEMM tables to fit (the public ones hold no mxfp4 rows)."""
+
+
+def gemm_kernel_dtype(weight_dtype: str, *, fp4_cores: bool, own_keys: Collection[str]) -> str:
     """The weight dtype whose GEMM efficiency keys price GEMMs with `weight_dtype` weights.
 
-    No FP4 operator table is fitted, so FP4 GEMMs borrow: on FP4 tensor cores fp8's keys (the
-    nearest kernels: low-precision weights, activations quantised first; a profile without fp8
-    keys falls back to bf16's); without FP4 cores they run weight-only with bf16's, as int4.
+    `own_keys`: the weight dtypes with keys of their own in the block about to be read. On FP4
+    tensor cores, FP4 GEMMs use nvfp4's keys where they are fitted — mxfp4 too, unmeasured: the
+    same E2M1 tensor-core path, with coarser scales — else fp8's (the nearest kernels:
+    low-precision weights, activations quantised first; a profile without fp8 keys falls back
+    to bf16's). Without FP4 cores they run weight-only with bf16's, as int4.
     """
     if weight_dtype not in FP4_WEIGHT_DTYPES:
         return weight_dtype
-    return "fp8" if fp4_cores else "bf16"
+    if not fp4_cores:
+        return "bf16"
+    return FITTED_FP4_KEYS if FITTED_FP4_KEYS in own_keys else "fp8"
 
 
 class DtypeError(ValueError):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -19,6 +19,7 @@ from typing import Any
 from batchsim.gpu.calibration_record import CalibrationRecord, parse_calibration_record
 from batchsim.gpu.dtypes import (
     COMPUTE_RATE_OF_WEIGHTS,
+    FITTED_FP4_KEYS,
     FP4_WEIGHT_DTYPES,
     WEIGHT_DTYPES,
     check_weight_dtype,
@@ -54,10 +55,13 @@ class PeakFlops:
             return self.fp4 if self.fp4 is not None else self.bf16
         return self.int8 if rate == "int8" else self.bf16
 
-    def gemm_keys_for(self, weight_dtype: str) -> str:
-        """The weight dtype whose efficiency keys price these weights' GEMMs on this GPU
-        (`RooflineEfficiency.for_weights`, `for_moe`): FP4 borrows fp8's or bf16's."""
-        return gemm_kernel_dtype(check_weight_dtype(weight_dtype), fp4_cores=self.fp4 is not None)
+    def gemm_keys_for(self, weight_dtype: str, own_keys: Collection[str]) -> str:
+        """The weight dtype whose efficiency keys price these weights' GEMMs on this GPU:
+        `own_keys` are the dtypes the block about to be read has keys for (`gemm_by_weights`
+        for `RooflineEfficiency.for_weights`, `moe_by_weights` for `for_moe`). FP4 uses
+        nvfp4's fitted keys there, else borrows fp8's or bf16's."""
+        return gemm_kernel_dtype(check_weight_dtype(weight_dtype), fp4_cores=self.fp4 is not None,
+                                 own_keys=own_keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,8 +537,10 @@ def _gemm_by_weights(
         return MappingProxyType({})
     prefix = f"{prefix}gemm_by_weights."
     by_weights = read.mapping(block, "gemm_by_weights")
-    # FP4 GEMMs borrow other dtypes' keys (`PeakFlops.gemm_keys_for`): none fitted of their own.
-    read.no_unknown_keys(by_weights, WEIGHT_DTYPES - {"bf16"} - FP4_WEIGHT_DTYPES, prefix)
+    # Of the FP4 formats only nvfp4 has tables to fit; mxfp4 GEMMs use its keys
+    # (`PeakFlops.gemm_keys_for`).
+    allowed = (WEIGHT_DTYPES - {"bf16"} - FP4_WEIGHT_DTYPES) | {FITTED_FP4_KEYS}
+    read.no_unknown_keys(by_weights, allowed, prefix)
     result = {}
     for dtype in sorted(by_weights):
         keys = read.mapping(by_weights, dtype)

@@ -136,9 +136,12 @@ class LayerStackCost:
         self._weight_bytes = bytes_per_element(weight_dtype)
         # Every GEMM here holds the checkpoint's weights; the routed experts run the fused-MoE
         # kernel, whose keys are its own where the profile has them.
-        keys = gpu.peak_flops.gemm_keys_for(weight_dtype)  # FP4 borrows another dtype's keys
-        self._efficiency = gpu.efficiency.for_weights(keys)
-        self._expert_efficiency = gpu.efficiency.for_moe(keys)
+        # FP4 borrows another dtype's keys where it has none of its own (no FP4 fused-MoE
+        # table is fitted: its experts run fp8's MoE keys on FP4 cores).
+        eff, flops = gpu.efficiency, gpu.peak_flops
+        self._efficiency = eff.for_weights(flops.gemm_keys_for(weight_dtype, eff.gemm_by_weights))
+        self._expert_efficiency = eff.for_moe(
+            flops.gemm_keys_for(weight_dtype, eff.moe_by_weights))
         # Under pure tensor parallelism every GPU holds a slice of every expert: no straggler.
         self._imbalance = imbalance if layout.expert_parallel > 1 else 1.0
         split = layout.attention_split

@@ -73,8 +73,10 @@ def paid_gpu_seconds(groups: list[ReplicaGroup], window_s: float) -> float:
 
 def ridge_tokens(gpu: GpuProfile, weight_dtype: str) -> float:
     """Tokens per step at which the layer GEMMs stop being bound by streaming the weights."""
-    # fp8 GEMMs have fitted keys of their own; FP4 ones borrow (`PeakFlops.gemm_keys_for`).
-    eff = gpu.efficiency.for_weights(gpu.peak_flops.gemm_keys_for(weight_dtype))
+    # fp8 and nvfp4 GEMMs have fitted keys of their own; others borrow
+    # (`PeakFlops.gemm_keys_for`).
+    own = gpu.efficiency.gemm_by_weights
+    eff = gpu.efficiency.for_weights(gpu.peak_flops.gemm_keys_for(weight_dtype, own))
     compute = gpu.peak_flops.for_weights(weight_dtype) * eff.gemm_peak_efficiency
     memory = gpu.memory_bandwidth_bytes_per_s * eff.memory_efficiency
     return bytes_per_element(weight_dtype) * compute / (2.0 * memory)

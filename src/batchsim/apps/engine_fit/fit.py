@@ -38,6 +38,9 @@ MAX_ITERATIONS = 4
 SERIAL_STARTS = (0.01,)  # `--serial-starts` of the command
 _HALVINGS = 4
 _CONVERGED = 0.05  # stop when no cost moves by more than this share of its scale
+# The log error past which a case weighs less than squared (scipy's soft_l1 loss): the target
+# is the median error, and cases the model cannot represent should not pull every other case.
+LOG_ERROR_SCALE = float(np.log(1.25))
 
 
 class EngineFitError(ValueError):
@@ -106,7 +109,7 @@ def _descend(simulate: _Simulator, cases: Sequence[MeasuredCase], measured: np.n
         else:
             break  # no step along the linear model improves the simulated error: done
         theta, latest, cost = theta + step, trial, trial_cost
-        say(f"  iteration {iterations}: {_named(theta)} (squared log error {cost:.4g})")
+        say(f"  iteration {iterations}: {_named(theta)} (robust log error {cost:.4g})")
         if np.max(np.abs(step) / _SCALES) < _CONVERGED:
             break
     return cost, theta, latest, iterations
@@ -146,7 +149,9 @@ def _rounded(value: float) -> float:
 
 
 def _cost(predicted: np.ndarray, measured: np.ndarray) -> float:
-    return float(np.sum(np.log(predicted / measured) ** 2))
+    """The solver's objective: soft_l1 of the log errors, 2 f² (√(1 + (r/f)²) − 1) summed."""
+    ratio = np.log(predicted / measured) / LOG_ERROR_SCALE
+    return float(np.sum(2 * LOG_ERROR_SCALE ** 2 * (np.sqrt(1 + ratio ** 2) - 1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,12 +214,14 @@ def _aligned(replayed: Sequence[ReplayedCase], cases: Sequence[MeasuredCase],
 
 def _solve(predicted: np.ndarray, theta: np.ndarray, jacobian: np.ndarray,
            measured: np.ndarray) -> np.ndarray:
-    """The costs minimising the squared log errors on the linear model around `theta`."""
+    """The costs minimising the robust log errors (`_cost`) on the linear model around
+    `theta`."""
     floor = 1e-3 * measured
 
     def log_errors(x: np.ndarray) -> np.ndarray:
         linear = predicted + np.einsum("nmp,p->nm", jacobian, x - theta)
         return np.log(np.maximum(linear, floor) / measured).ravel()
 
-    solution = least_squares(log_errors, theta, bounds=(0.0, np.inf), x_scale=_SCALES)
+    solution = least_squares(log_errors, theta, bounds=(0.0, np.inf), x_scale=_SCALES,
+                             loss="soft_l1", f_scale=LOG_ERROR_SCALE)
     return np.asarray(solution.x, dtype=float)

@@ -18,7 +18,8 @@ from batchsim.apps.replay.split import SPLIT_RULE
 from batchsim.experiment.engine_profile import EngineProfile
 
 METHOD = ("batchsim calibrate engine: every case simulated as batchsim replay does; the costs "
-          "minimise the squared log errors of mean TTFT and mean TPOT on the fitted cases "
+          "minimise the log errors of mean TTFT and mean TPOT on the fitted cases, squared up "
+          "to log(1.25) and growing linearly past it (scipy's soft_l1 loss) "
           "(Gauss-Newton on simulations: sensitivities by finite differences, scipy "
           "least_squares with costs >= 0, each step simulated and halved until the error falls)")
 WRITTEN_BY = "# Costs and calibration written by `batchsim calibrate engine`."

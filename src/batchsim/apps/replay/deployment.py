@@ -201,8 +201,9 @@ def engine_arm(engine: EngineProfile, case: MeasuredCase) -> dict[str, Any]:
         return {"name": REPLAY_ARM, "kind": "chunked_prefill",
                 "max_num_seqs": max(256, case.concurrency),
                 "token_budget": max(2048, case.concurrency)}
+    launched = case.engine_max_batch or scheduler.max_num_seqs
     arm: dict[str, Any] = {"name": REPLAY_ARM, "kind": scheduler.policy,
-                           "max_num_seqs": scheduler.max_num_seqs}
+                           "max_num_seqs": max(1, launched - scheduler.reserved_seq_slots)}
     if scheduler.policy == "chunked_prefill":
         arm["token_budget"] = scheduler.token_budget
         arm["mixed_prefill"] = scheduler.mixed_prefill

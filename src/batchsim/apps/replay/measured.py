@@ -59,6 +59,8 @@ class MeasuredCase:
     attention_data_parallel: int = 1
     moe_expert_parallel: int = 1
     moe_tensor_parallel: int | None = None
+    # The max batch the benchmark launched the engine with (None: the engine's default).
+    engine_max_batch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +148,16 @@ def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
         attention_data_parallel=layout["attention_dp_size"] or 1,
         moe_expert_parallel=layout["moe_ep_size"] or 1,
         moe_tensor_parallel=layout["moe_tp_size"],
+        engine_max_batch=_engine_max_batch(int(values["batch_size"]),
+                                           layout["attention_dp_size"] or 1),
     )
+
+
+def _engine_max_batch(batch_size: int, attention_data_parallel: int) -> int | None:
+    # The tables' `batch_size` is the max batch each engine was launched with (one rank's,
+    # under data-parallel attention, where the row's users are spread over the ranks) and
+    # the concurrency its closed loop kept: a rank's max batch is not known there.
+    return batch_size if attention_data_parallel == 1 else None
 
 
 def _positive(text: str) -> float | None:

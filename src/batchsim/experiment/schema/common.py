@@ -21,6 +21,7 @@ def _not_a_boolean(value: object) -> object:
 
 _NUMBER = BeforeValidator(_not_a_boolean)
 AtLeastOne = Annotated[int, _NUMBER, Field(ge=1)]
+NonNegativeInt = Annotated[int, _NUMBER, Field(ge=0)]
 Positive = Annotated[float, _NUMBER, Field(gt=0)]
 NonNegative = Annotated[float, _NUMBER, Field(ge=0)]
 
