@@ -15,6 +15,7 @@ from batchsim.apps.replay.deployment import BenchmarkClient
 from batchsim.apps.replay.fidelity_doc import replay_table
 from batchsim.apps.replay.measured import MeasuredCase
 from batchsim.apps.replay.simulate import ReplayedCase, replay_case
+from batchsim.apps.replay.tables_launch import tables_launch
 from batchsim.calibration.end_to_end_report import (
     REPLAY_TABLE,
     ReplayTableError,
@@ -58,9 +59,16 @@ def _case(row: pd.Series) -> MeasuredCase:
         prompt_tokens=int(row["prompt_tokens"]), output_tokens=int(row["output_tokens"]),
         concurrency=int(row["concurrency"]), ttft_s=float(row["measured_ttft_s"]),
         tpot_s=float(row["measured_tpot_s"]),
-        # An aggregate row's batch_size, as the reader takes it (no simulated development row
-        # has data-parallel attention, where it would not).
-        engine_max_batch=int(row["concurrency"]))
+        engine_version=row["engine_version"], **_launch(row))
+
+
+def _launch(row: pd.Series) -> dict[str, object]:
+    """The launch the reader gives the row (no simulated development row has data-parallel
+    attention, where its batch size would not be the max batch)."""
+    launch = tables_launch(row["engine"], row["engine_version"], int(row["concurrency"]),
+                           int(row["prompt_tokens"]), attention_data_parallel=1)
+    return {"engine_max_batch": launch.max_batch, "engine_token_budget": launch.token_budget,
+            "engine_mixed_prefill": launch.mixed_prefill}
 
 
 @pytest.mark.parametrize("row", _cheap_rows(), ids=lambda row: row["case_id"])

@@ -21,12 +21,13 @@ from batchsim.experiment.preflight import check_before_run
 from batchsim.gpu.hardware import list_gpu_profiles
 from batchsim.gpu.model_spec import library_model_names
 
-HEADER = ["id", "backend", "model_path", "system", "mode", "gemm_quant_mode", "isl", "osl",
-          "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size",
+HEADER = ["id", "backend", "backend_version", "model_path", "system", "mode", "gemm_quant_mode",
+          "isl", "osl", "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size",
           "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms"]
-BASE = {"id": "c1", "backend": "sglang", "model_path": "deepseek-ai/DeepSeek-R1",
-        "system": "h200_sxm", "mode": "agg", "gemm_quant_mode": "fp8", "isl": "1024",
-        "osl": "128", "batch_size": "32", "tp_size": "8", "pp_size": "1",
+BASE = {"id": "c1", "backend": "sglang", "backend_version": "",
+        "model_path": "deepseek-ai/DeepSeek-R1", "system": "h200_sxm", "mode": "agg",
+        "gemm_quant_mode": "fp8", "isl": "1024", "osl": "128", "batch_size": "32",
+        "tp_size": "8", "pp_size": "1",
         "attention_dp_size": "", "moe_tp_size": "", "moe_ep_size": "",
         "silicon_ttft_ms": "200", "silicon_tpot_ms": "20"}
 
@@ -191,3 +192,37 @@ def test_a_data_parallel_attention_row_keeps_the_engines_default_batch(tmp_path:
     [arm] = experiment["policies"]
     scheduler = load_engine_profile("sglang").spec.scheduler
     assert scheduler is not None and arm["max_num_seqs"] == scheduler.max_num_seqs
+
+
+def _arm(tmp_path: Path, **changes: str) -> dict[str, Any]:
+    experiment = _experiment(tmp_path, model_path="Qwen/Qwen3-32B", gemm_quant_mode="",
+                             tp_size="4", batch_size="32", **changes)
+    assert isinstance(experiment, dict)
+    [arm] = experiment["policies"]
+    return arm
+
+
+def test_a_tensorrt_llm_row_runs_the_tables_launch_budget(tmp_path: Path) -> None:
+    # max_num_tokens = batch size + prompt + 1,500, chunked context off.
+    arm = _arm(tmp_path, backend="trtllm", backend_version="1.0.0rc3", isl="1024")
+    assert arm["kind"] == "continuous"
+    assert arm["max_num_batched_tokens"] == 32 + 1024 + 1500
+
+
+@pytest.mark.parametrize(("isl", "budget"), [("1024", 1024 + 1500), ("8000", 8192)])
+def test_a_later_sglang_row_runs_mixed_chunks_under_the_prefill_budget(
+        tmp_path: Path, isl: str, budget: int) -> None:
+    # --max-prefill-tokens prompt + 1,500, capped by the 8,192-token chunk; --enable-mixed-chunk.
+    arm = _arm(tmp_path, backend="sglang", backend_version="0.5.6.post2", isl=isl)
+    assert (arm["token_budget"], arm["mixed_prefill"]) == (budget, True)
+
+
+@pytest.mark.parametrize(("backend", "version"), [
+    ("sglang", "0.5.1.post1"), ("sglang", ""), ("vllm", "0.12.0")])
+def test_other_rows_run_the_engine_profiles_budget(tmp_path: Path, backend: str,
+                                                   version: str) -> None:
+    scheduler = load_engine_profile(backend).spec.scheduler
+    assert scheduler is not None
+    arm = _arm(tmp_path, backend=backend, backend_version=version)
+    assert (arm["token_budget"], arm["mixed_prefill"]) == (scheduler.token_budget,
+                                                           scheduler.mixed_prefill)

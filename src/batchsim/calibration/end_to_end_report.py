@@ -24,12 +24,12 @@ REPLAY_TABLE = Path(str(files("batchsim.hardware_profiles"))) / "measurements" /
 
 COUNT_COLUMNS = ("tensor_parallel", "prompt_tokens", "output_tokens", "concurrency")
 TIME_COLUMNS = ("measured_ttft_s", "simulated_ttft_s", "measured_tpot_s", "simulated_tpot_s")
-COLUMNS = ("case_id", "engine", "gpu", "model", "quantization", "tensor_parallel",
-           "prompt_tokens", "output_tokens", "concurrency", *TIME_COLUMNS, "held_out",
-           "engine_profile", "not_simulated")
-"""The table's columns: a case's deployment and workload, measured and simulated means
-(seconds; empty where it was not simulated), its side of the split, the profile it ran with
-and, for a row not simulated, why."""
+COLUMNS = ("case_id", "engine", "engine_version", "gpu", "model", "quantization",
+           "tensor_parallel", "prompt_tokens", "output_tokens", "concurrency", *TIME_COLUMNS,
+           "held_out", "engine_profile", "not_simulated")
+"""The table's columns: a case's deployment (with the engine's release) and workload,
+measured and simulated means (seconds; empty where it was not simulated), its side of the
+split, the profile it ran with and, for a row not simulated, why."""
 METRICS = ("ttft", "tpot")
 GROUP = ["engine", "gpu", "family"]
 
@@ -317,8 +317,9 @@ def _vllm_first_token(cases: pd.DataFrame) -> str:
             "computed in one step (vLLM's 8,192-token budget), its closed loop keeping part of "
             "each wave together. vLLM 0.12.0's defaults split no prompt that fits the budget "
             "(`long_prefill_token_threshold` is set only with `max_num_partial_prefills` > 1, "
-            "vllm/config/scheduler.py), and how the benchmarks launched the engine is not "
-            "published, so nothing is encoded.")
+            "vllm/config/scheduler.py); the publisher's launch budget of batch size + prompt + "
+            "1,500 tokens would fit one or two such prompts a step, and is not applied yet "
+            "(docs/background/engines.md, \"The tables' launch\").")
 
 
 def _first_token_text(rows: pd.DataFrame) -> str:
@@ -354,9 +355,10 @@ def _trtllm_ttft(table: pd.DataFrame, cases: pd.DataFrame) -> str:
     return (f"- **TensorRT-LLM TTFT: {_bias_of(fitted, 'ttft')} on the cases its costs were "
             f"fitted to, {_bias_of(held, 'ttft')} held out{title}** (by concurrent requests: "
             f"{_by_value(mine, 'concurrency', 'ttft')})." + why + " Its unchunked in-flight "
-            "batching is modelled with batchsim's `continuous` policy, whose token budget is "
-            "raised to the whole request (docs/background/engines.md), so which prompts share "
-            "a context step is batchsim's rule, not the engine's.")
+            "batching is modelled with batchsim's `continuous` policy under the tables' launch "
+            "budget (batch size + prompt + 1,500 tokens: one or two prompts a step; "
+            "docs/background/engines.md), so which waiting prompts share a context step is "
+            "batchsim's first-come rule, which the engine's may not be.")
 
 
 def _sglang_deployments(table: pd.DataFrame, cases: pd.DataFrame) -> str:
@@ -372,7 +374,7 @@ def _sglang_deployments(table: pd.DataFrame, cases: pd.DataFrame) -> str:
     ttft, tpot = (abs(_bias(_errors(worst, metric)) or 0.0) for metric in METRICS)
     # Said only where the numbers say it: a TPOT bias well under the TTFT one.
     decode = (f" The TPOT bias of {_where(worst_key)} is far smaller, so its decode steps are "
-              "priced about right and the excess is in the prefills and how they queue."
+              "priced about right and the error is in the prefills and how they queue."
               ) if tpot < ttft / 2 else ""
     block = (" Block-scaled fp8 GEMMs are priced with the per-tensor fp8 fit (\"What the "
              "operator fit covers\", above).") if "fp8_block" in set(worst["quantization"]) \
@@ -380,7 +382,10 @@ def _sglang_deployments(table: pd.DataFrame, cases: pd.DataFrame) -> str:
     return ("- **SGLang TTFT differs by deployment** (" + "; ".join(parts) + ")." + trend +
             decode + " One SGLang profile is fitted over all of its groups, which ran different "
             "SGLang releases (the data's `backend_version`): one profile per engine cannot "
-            "hold two releases' front ends and defaults (docs/background/engines.md)." + block)
+            "hold two releases' front ends and defaults (docs/background/engines.md). Rows of "
+            "0.5.6 on run with the tables' launch (mixed chunks, a budget of the prompt + 1,500 "
+            "tokens), the earlier ones with SGLang's defaults; the profile's costs were fitted "
+            "before that launch was modelled." + block)
 
 
 def _quantized_tpot(table: pd.DataFrame, cases: pd.DataFrame) -> str:

@@ -205,8 +205,14 @@ def engine_arm(engine: EngineProfile, case: MeasuredCase) -> dict[str, Any]:
     arm: dict[str, Any] = {"name": REPLAY_ARM, "kind": scheduler.policy,
                            "max_num_seqs": max(1, launched - scheduler.reserved_seq_slots)}
     if scheduler.policy == "chunked_prefill":
-        arm["token_budget"] = scheduler.token_budget
-        arm["mixed_prefill"] = scheduler.mixed_prefill
+        # A launched prefill budget still cannot exceed the engine's chunk size.
+        arm["token_budget"] = min(scheduler.token_budget,
+                                  case.engine_token_budget or scheduler.token_budget)
+        arm["mixed_prefill"] = (scheduler.mixed_prefill if case.engine_mixed_prefill is None
+                                else case.engine_mixed_prefill)
+    elif case.engine_token_budget is not None:
+        # The launched budget, which an unchunked engine refuses a prompt beyond.
+        arm["max_num_batched_tokens"] = max(case.engine_token_budget, _longest_prompt(case))
     else:
         # batchsim's unchunked policy needs a step to hold a whole request (vLLM's rule);
         # TensorRT-LLM only needs the prompt to fit. The budget is raised to the request.
@@ -217,6 +223,12 @@ def engine_arm(engine: EngineProfile, case: MeasuredCase) -> dict[str, Any]:
         arm["admission_reserve"] = {**scheduler.reserve.model_dump(),
                                     "assumed_max_new_tokens": _longest_output(case)}
     return arm
+
+
+def _longest_prompt(case: MeasuredCase) -> int:
+    if case.request_lengths:
+        return max(prompt for prompt, _ in case.request_lengths)
+    return case.prompt_tokens
 
 
 def _longest_output(case: MeasuredCase) -> int:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from batchsim.apps.replay.tables_launch import tables_launch
+
 REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "batch_size",
             "tp_size", "silicon_ttft_ms", "silicon_tpot_ms")
 
@@ -59,8 +61,13 @@ class MeasuredCase:
     attention_data_parallel: int = 1
     moe_expert_parallel: int = 1
     moe_tensor_parallel: int | None = None
-    # The max batch the benchmark launched the engine with (None: the engine's default).
+    # The engine's release, as the benchmark gives it ("" when it does not).
+    engine_version: str = ""
+    # What the benchmark launched the engine with (None: the engine profile's value): its max
+    # batch, its step token budget, and whether prefill chunks carry the decodes.
     engine_max_batch: int | None = None
+    engine_token_budget: int | None = None
+    engine_mixed_prefill: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +143,11 @@ def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
                   if key in values and values[key] != int(values[key])]
     if fractional:
         return f"{', '.join(fractional)}: expected a whole number"
+    # The tables' `batch_size` is the users of the closed loop and the max batch the engine
+    # was launched with.
+    launch = tables_launch(row["backend"], row.get("backend_version", ""),
+                           int(values["batch_size"]), int(values["isl"]),
+                           layout["attention_dp_size"] or 1)
     return MeasuredCase(
         case_id=row["id"], source=source, engine=row["backend"], model=row["model_path"],
         gpu=row["system"], quantization=row.get("gemm_quant_mode", ""),
@@ -148,16 +160,10 @@ def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
         attention_data_parallel=layout["attention_dp_size"] or 1,
         moe_expert_parallel=layout["moe_ep_size"] or 1,
         moe_tensor_parallel=layout["moe_tp_size"],
-        engine_max_batch=_engine_max_batch(int(values["batch_size"]),
-                                           layout["attention_dp_size"] or 1),
+        engine_version=row.get("backend_version", "").strip(),
+        engine_max_batch=launch.max_batch, engine_token_budget=launch.token_budget,
+        engine_mixed_prefill=launch.mixed_prefill,
     )
-
-
-def _engine_max_batch(batch_size: int, attention_data_parallel: int) -> int | None:
-    # The tables' `batch_size` is the max batch each engine was launched with (one rank's,
-    # under data-parallel attention, where the row's users are spread over the ranks) and
-    # the concurrency its closed loop kept: a rank's max batch is not known there.
-    return batch_size if attention_data_parallel == 1 else None
 
 
 def _positive(text: str) -> float | None:

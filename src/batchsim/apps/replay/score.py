@@ -30,7 +30,8 @@ def case_table(replayed: Sequence[ReplayedCase]) -> pd.DataFrame:
     for r in replayed:
         c = r.case
         rows.append({
-            "case_id": c.case_id, "source": c.source, "engine": c.engine, "gpu": c.gpu,
+            "case_id": c.case_id, "source": c.source, "engine": c.engine,
+            "engine_version": c.engine_version, "gpu": c.gpu,
             "model": c.model, "quantization": c.quantization, "tensor_parallel": c.tensor_parallel,
             "pipeline_parallel": c.pipeline_parallel, "prompt_tokens": c.prompt_tokens,
             "output_tokens": c.output_tokens, "concurrency": c.concurrency,
@@ -56,7 +57,7 @@ def reported_figures(replayed: Sequence[ReplayedCase]) -> list[str]:
     return [f for f in EXTRA_FIGURES if any(f in r.case.measured for r in replayed)]
 
 
-_CASE_COLUMNS = ["case_id", "source", "engine", "gpu", "model", "quantization",
+_CASE_COLUMNS = ["case_id", "source", "engine", "engine_version", "gpu", "model", "quantization",
                  "tensor_parallel", "pipeline_parallel", "prompt_tokens", "output_tokens",
                  "concurrency",
                  "measured_ttft_s", "simulated_ttft_s", "measured_tpot_s", "simulated_tpot_s",
