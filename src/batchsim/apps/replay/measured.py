@@ -145,8 +145,8 @@ def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
         return f"{', '.join(fractional)}: expected a whole number"
     # The tables' `batch_size` is the users of the closed loop and the max batch the engine
     # was launched with.
-    launch = tables_launch(row["backend"], row.get("backend_version", ""),
-                           int(values["batch_size"]), int(values["isl"]),
+    version = row.get("backend_version", "").strip()
+    launch = tables_launch(row["backend"], version, int(values["batch_size"]), int(values["isl"]),
                            layout["attention_dp_size"] or 1)
     return MeasuredCase(
         case_id=row["id"], source=source, engine=row["backend"], model=row["model_path"],
@@ -160,7 +160,7 @@ def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
         attention_data_parallel=layout["attention_dp_size"] or 1,
         moe_expert_parallel=layout["moe_ep_size"] or 1,
         moe_tensor_parallel=layout["moe_tp_size"],
-        engine_version=row.get("backend_version", "").strip(),
+        engine_version=version,
         engine_max_batch=launch.max_batch, engine_token_budget=launch.token_budget,
         engine_mixed_prefill=launch.mixed_prefill,
     )

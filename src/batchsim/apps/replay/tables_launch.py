@@ -4,8 +4,8 @@ The rows of the tidy CSV (the shape of `serving_benchmarks_dev.csv`) do not reco
 launch arguments. Their publisher, aiconfigurator, writes launch files for the deployments it
 measures with rules of its own, and those differ from the engines' defaults in what decides how
 prompts are batched: the max batch, the step token budget and, for SGLang, mixed chunks. This
-module encodes those rules (docs/how-to/replay.md, "The tables' launch", cites each), and the
-replay applies them to the rows of a table in place of the engine profile's defaults.
+module encodes those rules (docs/background/engines.md, "The tables' launch", cites each),
+and the replay applies them to the rows of a table in place of the engine profile's defaults.
 """
 
 from __future__ import annotations
