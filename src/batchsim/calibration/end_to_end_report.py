@@ -350,8 +350,9 @@ def _trtllm_ttft(table: pd.DataFrame, cases: pd.DataFrame) -> str:
     # Said only where the numbers say it: the bias has both signs across concurrencies.
     turns = min(by_concurrency) < 0 < max(by_concurrency)
     title = ", and its bias changes sign with concurrency" if turns else ""
-    why = (" No front-end or per-step cost can follow an error that rises and falls with "
-           "concurrency; how a wave of prompts is split into steps can.") if turns else ""
+    why = (" No front-end latency or per-step cost can follow an error that rises and falls "
+           "with concurrency, and the API server's streaming ceiling binds only at the highest "
+           "output-token rates; how a wave of prompts is split into steps can.") if turns else ""
     return (f"- **TensorRT-LLM TTFT: {_bias_of(fitted, 'ttft')} on the cases its costs were "
             f"fitted to, {_bias_of(held, 'ttft')} held out{title}** (by concurrent requests: "
             f"{_by_value(mine, 'concurrency', 'ttft')})." + why + " Its unchunked in-flight "

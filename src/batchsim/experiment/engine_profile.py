@@ -82,6 +82,9 @@ class EngineCosts(ConfigModel):
     frontend_serial_s: NonNegative = 0.0
     """Per request, paid one request at a time (one API-server process tokenises and sets up
     requests in turn): requests sent together reach the scheduler one after another."""
+    frontend_stream_s: NonNegative = 0.0
+    """Per streamed output message (one request's tokens from one step), paid one at a time by
+    each replica's API-server process: the output-token rate it caps (sim/token_stream.py)."""
     step_overhead_s: NonNegative | None = None
     """Per step: the engine loop's CPU time and launch gaps (null: the GPU profile's prior)."""
     per_seq_overhead_s: NonNegative | None = None
@@ -124,7 +127,8 @@ class EngineProfile:
         """A new front end with this engine's costs (one per simulation: it has state), one
         API server per replica."""
         costs = self.spec.costs
-        return Frontend(costs.frontend_latency_s, costs.frontend_serial_s, servers=replicas)
+        return Frontend(costs.frontend_latency_s, costs.frontend_serial_s, servers=replicas,
+                        stream_s=costs.frontend_stream_s)
 
     def describe(self) -> str:
         """One line: what it is and how far its costs were calibrated."""

@@ -125,14 +125,15 @@ class DisaggregatedSimulation(Simulation):
     ) -> None:
         super().__init__(prefill, prefill_cost, traffic, router, max_model_len=max_model_len,
                          fast_path=fast_path, on_progress=on_progress, shared_queue=shared_queue,
-                         frontend=frontend, autoscaler=prefill_scaler)
+                         frontend=frontend, autoscaler=prefill_scaler, streams=False)
         self.spec = link
         self.link = KVLink(self.env, bandwidth_bytes_s=link.bandwidth_bytes_s,
                            latency_s=link.latency_s)
         first = len(self.replicas)
         self.decode_replicas = [
             Replica(self.env, first + i, policy, decode_cost, self.record, self._on_done,
-                    fast_path=fast_path, on_progress=on_progress)
+                    fast_path=fast_path, on_progress=on_progress,
+                    stream=self.frontend.stream(i))
             for i, policy in enumerate(decode)
         ]
         self.record.num_replicas = first + len(decode)

@@ -29,6 +29,7 @@ from batchsim.sim.scored_dispatch import ScoredDispatch
 from batchsim.sim.step_plan import StepPlan
 from batchsim.sim.stretch import advance_decode_steps, decode_horizon, kv_growth
 from batchsim.sim.token_meter import TokenMeter
+from batchsim.sim.token_stream import TokenStream
 from batchsim.sim.traffic import ClosedLoopTraffic, OpenLoopTraffic, SessionTraffic, Traffic
 from batchsim.sim.weighted_router import WeightedRouter
 
@@ -52,7 +53,7 @@ class Replica:
         self, env: simpy.Environment, index: int, policy: BatchingPolicy,
         cost_model: StepCostModel, record: RunRecord, on_done: Callable[[Request], None],
         *, fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
-        on_state_change: Callable[[], None] | None = None,
+        on_state_change: Callable[[], None] | None = None, stream: TokenStream | None = None,
     ) -> None:
         self.env = env
         self.index = index
@@ -80,6 +81,10 @@ class Replica:
         self.next_arrival_s: Callable[[], float] | None = None
         # Seconds per emitted token, kept only for an autoscaled decode pool's `itl` signal.
         self.token_meter: TokenMeter | None = None
+        # The API server streaming this replica's tokens back (None: clients see a token when
+        # its step ends); `_shown_last`: when a stretch's last step's tokens are seen.
+        self.stream = stream
+        self._shown_last = 0.0
         env.process(self._run())
 
     def submit(self, request: Request) -> bool:
@@ -223,6 +228,8 @@ class Replica:
         growth = kv_growth(plan, self.policy.pool, steps)
         pool = self.policy.pool
         self._stretch = (ends, growth, pool.num_free, pool.num_free_uncached)
+        if self.stream is not None:
+            self.stream.stretch_started(ends, plan.num_emitting)
         if self.token_meter is not None:
             self.token_meter.stretch_started(start, ends, plan.num_emitting)
         self._wake = env.event()
@@ -236,8 +243,11 @@ class Replica:
         self._stretch = None
         if self.token_meter is not None:
             self.token_meter.stretch_applied(steps - 1)
+        shown = None if self.stream is None else self.stream.stretch_done(steps)
         if steps == 1:
-            self._finish_step(plan, start, durations[0])
+            if shown is not None:
+                self._shown_last = shown[0]
+            self._finish_step(plan, start, durations[0], tokens_streamed=shown is not None)
             return
         # The steps before the last in bulk, with the last step's tokens (its gaps are the
         # batch's, like the steps' before it); then the last step through the policy.
@@ -245,24 +255,32 @@ class Replica:
         if self._kv_meter is not None:
             self._kv_meter.sample_stretch(len(plan.requests), kv_used, durations[: steps - 1],
                                           external)
+        if shown is not None:
+            self._shown_last = shown[-1]
         advance_decode_steps(
             plan, ends[: steps - 1], durations[: steps - 1], kv_used,
             pool=pool, record=self.record, replica=self.index,
-            num_waiting=waiting, last_end=env.now,
+            num_waiting=waiting, last_end=env.now, shown=shown,
         )
         self._steps += steps - 1
-        self._finish_step(plan, ends[steps - 2], durations[steps - 1], tokens_recorded=True)
+        self._finish_step(plan, ends[steps - 2], durations[steps - 1], tokens_recorded=True,
+                          tokens_streamed=shown is not None)
 
     def _finish_step(self, plan: StepPlan, start: float, duration: float,
-                     tokens_recorded: bool = False) -> None:
+                     tokens_recorded: bool = False, tokens_streamed: bool = False) -> None:
         """Apply the step that just ended, record it, and hand finished requests back
         (`tokens_recorded`: a stretch's last step, whose tokens `advance_decode_steps`
-        recorded)."""
+        recorded; `tokens_streamed`: a stretch's last step, streamed with the stretch and seen
+        at `_shown_last`)."""
         now = self.env.now
         policy, record = self.policy, self.record
         outcome = policy.on_step_done(plan, now)
+        shown = now  # when the step's tokens reach their clients
+        if self.stream is not None:
+            shown = (self._shown_last if tokens_streamed
+                     else self.stream.shown(now, len(outcome.emitted)))
         if not tokens_recorded:
-            record.record_tokens(outcome.emitted, now)
+            record.record_tokens(outcome.emitted, shown)
         record.steps.append(
             start, duration, self.index, len(plan.requests),
             plan.total_new_tokens + plan.verified_tokens, outcome.num_tokens,
@@ -275,13 +293,19 @@ class Replica:
         if self.token_meter is not None:
             self.token_meter.step(plan.num_emitting, duration)
         for request in outcome.finished:
-            request.finish_s = now
-            self.on_done(request)
+            request.finish_s = shown
+            if shown > now:  # the client sees the end once its last token is streamed
+                self._done_later(request, shown - now)
+            else:
+                self.on_done(request)
         if self.on_state_change is not None:
             self.on_state_change()
         self._steps += 1
         if self.on_progress is not None and self._steps % _PROGRESS_EVERY_STEPS == 0:
             self.on_progress(now)
+
+    def _done_later(self, request: Request, delay: float) -> None:
+        self.env.timeout(delay).callbacks.append(lambda _: self.on_done(request))
 
 
 def _first_of(env: simpy.Environment, wake: simpy.Event, timeout: simpy.Event) -> simpy.Event:
@@ -327,6 +351,9 @@ class Simulation:
     `frontend`: the serving engine's front end (sim/frontend.py). A request is sent by its
     client at `arrival_s` and reaches the router when the front end is done with it, so that
     time is part of every client-seen latency (TTFT, E2E) and of a closed-loop user's cycle.
+    With `streams`, each replica's tokens go back through a streaming server of its own when
+    the front end's `stream_s` is set (a disaggregated deployment's decode replicas do that
+    themselves).
 
     `autoscaler`: the policies are the pool's slots (sim/replica_pool.py), of which the
     initial ones serve; the dispatcher routes among the serving ones only.
@@ -338,7 +365,7 @@ class Simulation:
         max_model_len: int | None = None,
         fast_path: bool = True, on_progress: Callable[[float], None] | None = None,
         shared_queue: bool = False, frontend: Frontend | None = None,
-        autoscaler: AutoscalerSettings | None = None,
+        autoscaler: AutoscalerSettings | None = None, streams: bool = True,
     ) -> None:
         self.env = simpy.Environment()
         self.frontend = frontend or Frontend()
@@ -350,7 +377,8 @@ class Simulation:
         pump = self._pump if shared_queue else None
         self.replicas = [
             Replica(self.env, i, p, cost_model, self.record, self._on_done,
-                    fast_path=fast_path, on_progress=on_progress, on_state_change=pump)
+                    fast_path=fast_path, on_progress=on_progress, on_state_change=pump,
+                    stream=self.frontend.stream(i) if streams else None)
             for i, p in enumerate(policies)
         ]
         routable: Sequence[Replica] = self.replicas
@@ -482,6 +510,9 @@ class Simulation:
             traffic.arrival_s.tolist(), traffic.prompt_tokens.tolist(),
             traffic.output_tokens.tolist(), tenants, priorities, strict=True,
         )):
+            if frontend.stream_s > 0.0 and t > self.env.now:  # the backlog as of the send
+                self._upcoming_arrival_s = t
+                yield self.env.timeout(t - self.env.now)
             reaches = frontend.reaches_scheduler(t) if frontend.delays else t
             if reaches > self.env.now:
                 self._upcoming_arrival_s = reaches

@@ -56,6 +56,7 @@ def kv_growth(plan: StepPlan, pool: KVBlockPool, steps: int) -> ExactGrowth | Li
 def advance_decode_steps(
     plan: StepPlan, ends: list[float], durations: list[float], kv_used: list[int], *,
     pool: KVBlockPool, record: RunRecord, replica: int, num_waiting: int, last_end: float,
+    shown: list[float] | None = None,
 ) -> None:
     """Apply `len(ends)` decode steps of `plan` that ended at `ends`, none finishing a request,
     and record the tokens of the step that follows them, the stretch's last, ending at
@@ -66,10 +67,14 @@ def advance_decode_steps(
     stretch's last step, as the policy's schedule would have allocated them. Plain lists
     throughout: a stretch applies a few dozen steps to a few dozen requests, where numpy's
     per-call cost exceeds the arithmetic.
+
+    `shown`: when the clients see each step's tokens, the last step's included, if not when
+    the steps end (a streaming server behind, sim/token_stream.py).
     """
     steps = len(ends)
     requests = plan.requests
-    first_end = ends[0]
+    token_ends, token_last = (ends, last_end) if shown is None else (shown[:-1], shown[-1])
+    first_end = token_ends[0]
     # Each request's first gap; then its token account advanced by the steps applied here.
     # Every request emits at the last step too (all decode), at `last_end`.
     ids = [request.request_id for request in requests]
@@ -77,15 +82,15 @@ def advance_decode_steps(
     for request in requests:
         request.num_computed_tokens += steps
         request.num_generated += steps
-        request.last_token_s = last_end
+        request.last_token_s = token_last
     grown = _grow_for_last_step(plan, ids, steps, pool)
     assert grown, "a fast-path stretch ran out of KV blocks"
 
     # Gaps after the first step are the same for the whole batch, the last step's included;
     # so is the first one when every request emitted its previous token at the same instant
     # (the usual case). One run, as stepping one by one extends the batch's run step by step.
-    later_gaps = [end - previous for previous, end in pairwise(ends)]
-    later_gaps.append(last_end - ends[-1])
+    later_gaps = [end - previous for previous, end in pairwise(token_ends)]
+    later_gaps.append(token_last - token_ends[-1])
     if gaps.count(gaps[0]) == len(gaps):
         gaps[1:] = later_gaps
         record.itl.add_run(ids, gaps)
@@ -93,7 +98,7 @@ def advance_decode_steps(
         record.itl.add_singles(ids, gaps)
         record.itl.add_run(ids, later_gaps)
 
-    starts = [first_end - durations[0]]
+    starts = [ends[0] - durations[0]]
     starts += ends[:-1]
     record.steps.extend(
         start_s=starts, duration_s=durations, replica=replica, num_seqs=len(ids),

@@ -25,12 +25,14 @@ from batchsim.apps.replay.simulate import ReplayedCase, replay_cases
 from batchsim.experiment.engine_profile import EngineProfile, load_engine_profile
 
 PARAMETERS = ("frontend_latency_s", "frontend_serial_s", "step_overhead_s",
-              "per_seq_overhead_s")
+              "per_seq_overhead_s", "frontend_stream_s")
 # The scale of each cost: what a finite difference and the solver measure moves against.
-_SCALES = np.array([0.02, 2e-3, 5e-4, 2e-5])
+_SCALES = np.array([0.02, 2e-3, 5e-4, 2e-5, 2e-5])
 # Costs before the fit when the base profile has none: no front-end latency, the GPU
-# profiles' per-step priors.
-_START = np.array([0.0, 0.0, 2e-4, 2e-6])
+# profiles' per-step priors. (A streaming cost of 0 starts from the cases instead:
+# `_stream_start`.)
+_START = np.array([0.0, 0.0, 2e-4, 2e-6, 0.0])
+_STREAM = PARAMETERS.index("frontend_stream_s")
 # Each finite difference moves a cost by a tenth of its value (a tenth of its scale above,
 # when it is smaller): the responses bend over larger moves.
 _RELATIVE_STEP = 0.1
@@ -69,13 +71,14 @@ def fit_engine(base: EngineProfile, fit_cases: Sequence[MeasuredCase],
     say = on_stage or (lambda _: None)
     simulate = _Simulator(base, client, workdir, jobs)
     say(f"simulating {len(fit_cases)} cases at the start")
-    first = simulate(fit_cases, _start(base))
+    start = _start(base, fit_cases)
+    first = simulate(fit_cases, start)
     cases = [r.case for r in first.replayed]
     if not cases:
         raise EngineFitError(f"none of the {len(fit_cases)} cases to fit could be simulated")
     measured = np.array([[c.ttft_s, c.tpot_s] for c in cases])
     best: tuple[float, np.ndarray, list[ReplayedCase], int] | None = None
-    for number, theta in enumerate(_starts(base, serial_starts), start=1):
+    for number, theta in enumerate(_starts(start, serial_starts), start=1):
         say(f"start {number}: " + _named(theta))
         latest = first.replayed if number == 1 else _aligned(simulate(cases, theta).replayed,
                                                              cases)
@@ -119,11 +122,10 @@ def _named(theta: np.ndarray) -> str:
     return ", ".join(f"{n} {v:.4g}" for n, v in zip(PARAMETERS, theta, strict=True))
 
 
-def _starts(base: EngineProfile, serial_starts: Sequence[float]) -> list[np.ndarray]:
+def _starts(start: np.ndarray, serial_starts: Sequence[float]) -> list[np.ndarray]:
     """The base profile's costs, then the same with each serial front-end time: the error has
     several minima along it (how far a wave of requests sent together is spread decides which
     steps they share)."""
-    start = _start(base)
     others = [np.where(np.arange(len(PARAMETERS)) == 1, serial, start)
               for serial in serial_starts if serial != start[1]]
     return [start, *others]
@@ -189,12 +191,24 @@ def profile_yaml(document: dict[str, object]) -> str:
     return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=96)
 
 
-def _start(base: EngineProfile) -> np.ndarray:
+def _start(base: EngineProfile, cases: Sequence[MeasuredCase]) -> np.ndarray:
     costs = base.spec.costs
-    given = [costs.frontend_latency_s, costs.frontend_serial_s, costs.step_overhead_s,
-             costs.per_seq_overhead_s]
-    return np.array([default if value is None else value
-                     for value, default in zip(given, _START, strict=True)])
+    given = [getattr(costs, name) for name in PARAMETERS]
+    start = np.array([default if value is None else value
+                      for value, default in zip(given, _START, strict=True)])
+    if start[_STREAM] == 0.0:
+        start[_STREAM] = _stream_start(cases)
+    return start
+
+
+def _stream_start(cases: Sequence[MeasuredCase]) -> float:
+    """The largest streaming cost the cases allow: one message per output token at the highest
+    output-token rate measured (its users' tokens over their cycle, first token and the gaps
+    after it). At zero the cost would bind nowhere and its sensitivity be zero, so the fit
+    could never move it; from here it falls to what the cases say."""
+    rates = [c.concurrency * c.output_tokens / (c.ttft_s + (c.output_tokens - 1) * c.tpot_s)
+             for c in cases if c.ttft_s > 0 and c.tpot_s > 0 and c.output_tokens > 1]
+    return 1.0 / max(rates) if rates else 0.0
 
 
 def _means(replayed: Sequence[ReplayedCase]) -> np.ndarray:

@@ -77,7 +77,8 @@ def write_profile(profile: EngineProfile, base_text: str, out: Path) -> None:
 def fidelity_table(profiles: Sequence[EngineProfile]) -> str:
     """The markdown table of each profile's fitted costs and its error on both sides of the
     split, from the profiles' own records (docs/background/engines.md shows it)."""
-    lines = ["| engine | fitted / held-out cases | front end: latency, serial | step, per sequence "
+    lines = ["| engine | fitted / held-out cases | front end: latency, serial, stream "
+             "| step, per sequence "
              "| held-out TTFT median / p90 / bias | held-out TPOT median / p90 / bias "
              "| fitted-on TTFT median | fitted-on TPOT median |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -89,7 +90,8 @@ def fidelity_table(profiles: Sequence[EngineProfile]) -> str:
             continue
         lines.append(
             f"| {profile.name} | {fitted['cases']} / {held['cases']} "
-            f"| {_ms(costs.frontend_latency_s)}, {_ms(costs.frontend_serial_s)} "
+            f"| {_ms(costs.frontend_latency_s)}, {_ms(costs.frontend_serial_s)}, "
+            f"{_us(costs.frontend_stream_s)} "
             f"| {_ms(costs.step_overhead_s)}, {_us(costs.per_seq_overhead_s)} "
             f"| {_triple(held['ttft'])} | {_triple(held['tpot'])} "
             f"| {percent(fitted['ttft']['median_abs_error'])} "
