@@ -79,20 +79,25 @@ _GEMM_TAGS = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
 _ATTENTION_ROWS = "rows with attn_dtype == bfloat16; kv_cache_dtype == bfloat16; window_size == 0"
 
 
+# The wheel's GPUs with the full set of vLLM 0.24.0 tables the fit reads, and the Blackwell
+# ones among them (which also have NVFP4 GEMMs).
+BLACKWELL = ("b200_sxm", "b300_sxm", "gb200", "gb300")
+GPUS = ("h100_sxm", "h200_sxm", *BLACKWELL)
+
+
 def cuts() -> list[Cut]:
     """The tables the shipped profiles are fitted on (vLLM 0.24.0 kernels throughout)."""
     tables = [
         Cut(f"{gpu}_gemm_perf_{tag}.csv.gz", f"{gpu}/gemm/vllm/0.24.0/gemm_perf.parquet",
             _gemm(dtype), f"rows with gemm_dtype == {dtype}")
-        for gpu in ("h100_sxm", "h200_sxm", "b200_sxm")
+        for gpu in GPUS
         for dtype, tag in _GEMM_TAGS.items()
     ]
     # NVFP4 (W4A4 on FP4 tensor cores, vLLM's FlashInferCuteDslNvFp4LinearKernel): Blackwell
     # only. The wheel has no mxfp4 GEMM rows.
-    tables.append(Cut("b200_sxm_gemm_perf_fp4.csv.gz",
-                      "b200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet",
-                      _gemm("nvfp4"), "rows with gemm_dtype == nvfp4"))
-    for gpu in ("h100_sxm", "h200_sxm", "b200_sxm"):
+    tables += [Cut(f"{gpu}_gemm_perf_fp4.csv.gz", f"{gpu}/gemm/vllm/0.24.0/gemm_perf.parquet",
+                   _gemm("nvfp4"), "rows with gemm_dtype == nvfp4") for gpu in BLACKWELL]
+    for gpu in GPUS:
         for kind in ("context", "generation"):
             tables.append(Cut(
                 f"{gpu}_{kind}_attention_perf_bf16.csv.gz",
@@ -100,15 +105,16 @@ def cuts() -> list[Cut]:
                 _bf16_attention, _ATTENTION_ROWS))
     # Fused-MoE expert kernels, every kernel vLLM 0.24.0 ran (the fit keeps, per layout, the
     # one measured most).
-    for gpu in ("h100_sxm", "h200_sxm", "b200_sxm"):
+    for gpu in GPUS:
         for dtype, tag in (("bfloat16", "bf16"), ("fp8_block", "fp8_block")):
             tables.append(Cut(
                 f"{gpu}_moe_perf_{tag}.csv.gz", f"{gpu}/moe/vllm/0.24.0/moe_perf.parquet",
                 _moe(dtype), f"rows with moe_dtype == {dtype}; distribution == balanced"))
     # Whole files, as the shared tables keep them (the fit picks the all-reduce rows). The
-    # H100 and H200 versions are those their profiles were first fitted on; the B200's is the
-    # newest its tables hold, the H200's as well.
-    for gpu, nccl in (("h100_sxm", "2.27.3"), ("h200_sxm", "2.29.2"), ("b200_sxm", "2.29.2")):
+    # H100 and H200 versions are those their profiles were first fitted on; the Blackwell
+    # GPUs' is the newest their tables hold, the H200's as well.
+    nccl_versions = {"h100_sxm": "2.27.3", **{gpu: "2.29.2" for gpu in ("h200_sxm", *BLACKWELL)}}
+    for gpu, nccl in nccl_versions.items():
         tables.append(Cut(f"{gpu}_nccl_{nccl}.csv", f"{gpu}/comm/nccl/{nccl}/nccl_perf.parquet",
                           _all, "all rows", drop_columns=False))
     return tables

@@ -33,10 +33,10 @@ def test_bytes_per_element_count_the_block_scales() -> None:
 
 @pytest.mark.parametrize("dtype", ["nvfp4", "mxfp4"])
 def test_fp4_computes_at_the_fp4_peak_where_the_gpu_has_fp4_cores(dtype: str) -> None:
-    b300, h100 = load_gpu_profile("b300"), load_gpu_profile("h100")
-    assert b300.peak_flops.for_weights(dtype) == 13.5e15  # HGX B300: 108 PFLOPS dense / 8
+    gb300, h100 = load_gpu_profile("gb300"), load_gpu_profile("h100")
+    assert gb300.peak_flops.for_weights(dtype) == 15e15  # GB300 NVL72: 1,080 PFLOPS dense / 72
     # Spec-only, no nvfp4 keys of its own: it borrows fp8's.
-    assert b300.peak_flops.gemm_keys_for(dtype, b300.efficiency.gemm_by_weights) == "fp8"
+    assert gb300.peak_flops.gemm_keys_for(dtype, gb300.efficiency.gemm_by_weights) == "fp8"
     # Hopper has no FP4 cores: dequantised in the kernel and multiplied in bf16, as int4.
     assert h100.peak_flops.fp4 is None
     assert h100.peak_flops.for_weights(dtype) == 989e12
@@ -83,7 +83,8 @@ def _linear_s(gpu: GpuProfile, weights: str, tokens: int) -> float:
     ("gpu_name", "dtype", "peak", "keys"),
     [("b200", "nvfp4", 9e15, "nvfp4"),  # FP4 tensor cores and the fitted nvfp4 GEMM keys
      ("b200", "mxfp4", 9e15, "nvfp4"),  # mxfp4 is unmeasured: nvfp4's keys, its own bytes
-     ("b300", "nvfp4", 13.5e15, "fp8"),  # FP4 tensor cores, no nvfp4 keys: fp8's
+     ("b300", "nvfp4", 13.5e15, "nvfp4"),  # the B300's own fitted nvfp4 keys
+     ("gb300", "nvfp4", 15e15, "fp8"),  # FP4 tensor cores, no nvfp4 keys (spec-only): fp8's
      ("h100", "nvfp4", 989e12, "bf16")],  # none: the bf16 rate and bf16 keys, weight-only
 )
 def test_a_step_prices_fp4_layer_gemms(gpu_name: str, dtype: str, peak: float,
