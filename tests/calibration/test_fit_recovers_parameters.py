@@ -153,3 +153,22 @@ def test_moe_kernels_get_keys_of_their_own_and_leave_the_gemm_ones_alone(
     for key in GEMM_KEYS:
         assert getattr(fitted, key) == getattr(dense.efficiency, key), key
     assert result.families[family].heldout.p90_ape < 0.01
+
+
+def test_an_all_reduce_table_of_two_group_sizes_keeps_the_scaling_exponent() -> None:
+    """From two group sizes the exponent trades off against the latency per further GPU, and
+    the fit would extrapolate it to every wider group: it keeps the profile's value."""
+    truth = _truth_gpu()
+    tables = synthetic_tables(truth, noise=0.0, seed=1)
+    allreduce = tables["allreduce"]
+    two_sizes = dataclasses.replace(
+        allreduce, rows=allreduce.rows[allreduce.rows["num_gpus"].isin([2, 4])])
+    start = dataclasses.replace(truth, efficiency=dataclasses.replace(
+        truth.efficiency, allreduce_scaling_exponent=-0.25))
+    narrow = fit_profile(start, {"allreduce": two_sizes}, seed=3).gpu
+    assert narrow.efficiency.allreduce_scaling_exponent == -0.25
+    assert narrow.calibration is not None
+    assert "allreduce_scaling_exponent" in narrow.calibration.not_fitted
+    wide = fit_profile(start, {"allreduce": allreduce}, seed=3).gpu
+    assert allreduce.rows["num_gpus"].nunique() >= 3
+    assert wide.efficiency.allreduce_scaling_exponent == pytest.approx(0.7, rel=0.02)

@@ -35,8 +35,10 @@ def test_bytes_per_element_count_the_block_scales() -> None:
 def test_fp4_computes_at_the_fp4_peak_where_the_gpu_has_fp4_cores(dtype: str) -> None:
     gb300, h100 = load_gpu_profile("gb300"), load_gpu_profile("h100")
     assert gb300.peak_flops.for_weights(dtype) == 15e15  # GB300 NVL72: 1,080 PFLOPS dense / 72
-    # Spec-only, no nvfp4 keys of its own: it borrows fp8's.
-    assert gb300.peak_flops.gemm_keys_for(dtype, gb300.efficiency.gemm_by_weights) == "fp8"
+    assert gb300.peak_flops.gemm_keys_for(dtype, gb300.efficiency.gemm_by_weights) == "nvfp4"
+    # A Blackwell profile with no nvfp4 keys of its own borrows fp8's.
+    assert _without_nvfp4_keys(gb300).peak_flops.gemm_keys_for(
+        dtype, _without_nvfp4_keys(gb300).efficiency.gemm_by_weights) == "fp8"
     # Hopper has no FP4 cores: dequantised in the kernel and multiplied in bf16, as int4.
     assert h100.peak_flops.fp4 is None
     assert h100.peak_flops.for_weights(dtype) == 989e12
@@ -73,6 +75,13 @@ def _layer_gemms_s(tokens: int, *, peak: float, weight_bytes: float, gpu: GpuPro
     return _LLAMA_LAYERS * float(sum(seconds))
 
 
+def _without_nvfp4_keys(gpu: GpuProfile) -> GpuProfile:
+    """`gpu` as if its nvfp4 GEMM tables had not been fitted (a spec-only Blackwell profile)."""
+    own = {k: v for k, v in gpu.efficiency.gemm_by_weights.items() if k != "nvfp4"}
+    return dataclasses.replace(gpu, efficiency=dataclasses.replace(gpu.efficiency,
+                                                                    gemm_by_weights=own))
+
+
 def _linear_s(gpu: GpuProfile, weights: str, tokens: int) -> float:
     model = RooflineCostModel(load_model("llama-3.1-8b"), gpu, tensor_parallel=1,
                               weight_dtype=weights, kv_dtype="bf16")
@@ -84,12 +93,15 @@ def _linear_s(gpu: GpuProfile, weights: str, tokens: int) -> float:
     [("b200", "nvfp4", 9e15, "nvfp4"),  # FP4 tensor cores and the fitted nvfp4 GEMM keys
      ("b200", "mxfp4", 9e15, "nvfp4"),  # mxfp4 is unmeasured: nvfp4's keys, its own bytes
      ("b300", "nvfp4", 13.5e15, "nvfp4"),  # the B300's own fitted nvfp4 keys
-     ("gb300", "nvfp4", 15e15, "fp8"),  # FP4 tensor cores, no nvfp4 keys (spec-only): fp8's
+     ("gb300", "nvfp4", 15e15, "nvfp4"),  # the GB300's
+     ("gb300-unfitted", "nvfp4", 15e15, "fp8"),  # FP4 cores, no nvfp4 keys of its own: fp8's
      ("h100", "nvfp4", 989e12, "bf16")],  # none: the bf16 rate and bf16 keys, weight-only
 )
 def test_a_step_prices_fp4_layer_gemms(gpu_name: str, dtype: str, peak: float,
                                        keys: str) -> None:
-    gpu = load_gpu_profile(gpu_name)
+    gpu = load_gpu_profile(gpu_name.removesuffix("-unfitted"))
+    if gpu_name.endswith("-unfitted"):
+        gpu = _without_nvfp4_keys(gpu)
     eff = gpu.efficiency.gemm_by_weights.get(keys)
     fp4_eff = dataclasses.replace(gpu.efficiency, **eff) if eff else gpu.efficiency
     tokens = 2048

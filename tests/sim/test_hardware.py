@@ -11,10 +11,13 @@ import yaml
 
 from batchsim.gpu.hardware import HardwareError, list_gpu_profiles, load_gpu_profile
 
-_CALIBRATED = ["a100-sxm-80gb", "b200", "b300", "h100-sxm", "h200-sxm", "l40s"]
-_SPEC_ONLY = ["gb200", "gb300", "mi300x"]
-_WITH_FP8_GEMMS = ("b200", "b300", "h100-sxm", "h200-sxm")  # fp8 GEMM tables fitted too
-_WITH_FP4_GEMMS = ("b200", "b300")  # and nvfp4 GEMM tables
+_CALIBRATED = ["a100-sxm-80gb", "b200", "b300", "gb200", "gb300", "h100-sxm", "h200-sxm", "l40s"]
+_SPEC_ONLY = ["mi300x"]
+_BLACKWELL = ("b200", "b300", "gb200", "gb300")
+_WITH_FP8_GEMMS = (*_BLACKWELL, "h100-sxm", "h200-sxm")  # fp8 GEMM tables fitted too
+_WITH_FP4_GEMMS = _BLACKWELL  # and nvfp4 GEMM tables
+# All-reduce tables of two group sizes (a 4-GPU tray) keep the prior scaling exponent.
+_FEW_GROUP_SIZES = ("gb200", "gb300")
 _OWN_MEASUREMENTS = "h200-sxm-measured"  # fitted to our own single-GPU H200 timings
 _SHIPPED = sorted([*_CALIBRATED, *_SPEC_ONLY, _OWN_MEASUREMENTS])
 
@@ -74,13 +77,14 @@ def test_calibrated_profiles_record_their_data_and_held_out_error(name: str) -> 
     assert set(gpu.efficiency.gemm_by_weights) == own_gemm_keys
     assert set(gpu.efficiency.moe_by_weights) == ({"bf16", "fp8"} if fp8 else set())
     assert all(source.rows > 0 for source in gpu.calibration.sources)
-    assert set(gpu.calibration.not_fitted) == {"step_overhead_s", "per_seq_overhead_s"}
+    held = {"allreduce_scaling_exponent"} if name in _FEW_GROUP_SIZES else set()
+    assert set(gpu.calibration.not_fitted) == {"step_overhead_s", "per_seq_overhead_s", *held}
     assert 0 < gpu.efficiency.memory_efficiency <= 1
     assert gpu.memory_bytes > 40e9
     assert gpu.peak_flops.fp8 is None or gpu.peak_flops.fp8 >= gpu.peak_flops.bf16
     # Every one has INT8 cores at least at the bf16 rate, but Blackwell Ultra, which all but
-    # drops them (b300.yaml's source).
-    assert (gpu.peak_flops.int8 >= gpu.peak_flops.bf16) == (name != "b300")
+    # drops them (b300.yaml's and gb300.yaml's sources).
+    assert (gpu.peak_flops.int8 >= gpu.peak_flops.bf16) == (name not in ("b300", "gb300"))
 
 
 @pytest.mark.parametrize("name", _SPEC_ONLY)

@@ -81,6 +81,7 @@ def fit_profile(
         parameters = _parameters_for(
             family, decode_fitted="decode_attention" in fits, has_sms=spec.sm_count is not None
         )
+        parameters = _told_apart(family, parameters, tables[family].rows)
         fit = _fit_family(spec, eff, tables[family], parameters, seed, holdout_fraction)
         eff = with_family_values(eff, family, fit.values)
         fits[family] = fit
@@ -121,6 +122,24 @@ def _parameters_for(family: str, decode_fitted: bool, has_sms: bool) -> tuple[Pa
         launch = FAMILY_PARAMETERS["decode_attention"][0]
         assert launch.key == PREFILL_SHARED_LAUNCH
         return (*parameters, launch)
+    return parameters
+
+
+# Group sizes an all-reduce table needs before its bandwidth's scaling with the group is fitted.
+_MIN_GROUP_SIZES = 3
+
+
+def _told_apart(family: str, parameters: tuple[Parameter, ...], rows: pd.DataFrame,
+                ) -> tuple[Parameter, ...]:
+    """`parameters` less those the rows cannot tell apart from the others, which keep the
+    profile's values (and are recorded as not fitted).
+
+    The all-reduce's bus bandwidth × (2 / GPUs)^exponent and its latency per further GPU both
+    move with the group's size: from two sizes (the GB200's and GB300's tables stop at a
+    4-GPU tray) they trade off, and the exponent fitted there is extrapolated to every wider
+    group (docs/how-to/calibrate.md, "Too few group sizes")."""
+    if family == "allreduce" and rows["num_gpus"].nunique() < _MIN_GROUP_SIZES:
+        return tuple(p for p in parameters if p.key != "allreduce_scaling_exponent")
     return parameters
 
 

@@ -225,20 +225,20 @@ _SHORTFALLS += """
   The family waits for the element-wise work to be priced (or for tables of the attention
   kernel alone).
 - **Fitted, NVFP4 GEMMs** (`GEMM, nvfp4 weights` above: vLLM's
-  `FlashInferCuteDslNvFp4LinearKernel` on the B200, W4A4 on the FP4 tensor cores): like fp8's,
-  they get GEMM keys of their own (`efficiency.gemm_by_weights.nvfp4`), which the cost model
-  uses for `nvfp4` and `mxfp4` weights on a profile with an FP4 peak and those keys: 0.56 of the
-  9 PFLOPS FP4 peak for large GEMMs, which take 0.57 of the fp8 table's time (median of the
-  held-out GEMMs with 1,024 tokens or more and N, K of 4096 or more), and an activation
-  quantisation of 0.67 ns per token. The fitted weight-streaming efficiency sits at its cap
-  (1.0 of the spec bandwidth). Priced with the fp8 keys at the FP4 peak, as before, the same
-  held-out rows came out 11% too slow (median) with a p90 error of 116%.
+  `FlashInferCuteDslNvFp4LinearKernel` on the B200, and on the B300, GB200 and GB300 alike, W4A4
+  on the FP4 tensor cores): like fp8's, they get GEMM keys of their own
+  (`efficiency.gemm_by_weights.nvfp4`), which the cost model uses for `nvfp4` and `mxfp4`
+  weights on a profile with an FP4 peak and those keys: on the B200, 0.56 of the 9 PFLOPS FP4
+  peak for large GEMMs, which take 0.57 of the fp8 table's time (median of the held-out GEMMs
+  with 1,024 tokens or more and N, K of 4096 or more), and an activation quantisation of 0.67 ns
+  per token. The fitted weight-streaming efficiency sits at its cap (1.0 of the spec bandwidth).
+  Priced with the fp8 keys at the FP4 peak, as before, the same held-out rows came out 11% too
+  slow (median) with a p90 error of 116%.
 - **Not fitted, FP4** elsewhere: `mxfp4` (the wheel holds no mxfp4 GEMM rows: priced with the
   nvfp4 keys, at its own bytes); FP4 fused-MoE experts (no FP4 table is fitted: they keep the
-  fp8 weights' MoE keys at the FP4 peak); and the spec-only Blackwell profiles (B300, GB200,
-  GB300: their nvfp4 tables are in the wheel but not fitted, so their FP4 GEMMs borrow the fp8
-  keys, else bf16's). Without an FP4 peak (Hopper, Ampere, Ada) FP4 weights run weight-only,
-  dequantised and multiplied at the bf16 rate with the bf16 keys, as int4 does.
+  fp8 weights' MoE keys at the FP4 peak); a profile with an FP4 peak but no nvfp4 keys of its
+  own borrows the fp8 keys, else bf16's. Without an FP4 peak (Hopper, Ampere, Ada) FP4 weights
+  run weight-only, dequantised and multiplied at the bf16 rate with the bf16 keys, as int4 does.
 - **Not fitted:** fp8 KV caches (the decode keys are bf16's, at half the bytes), int8 and int4
   GEMMs (bf16 keys at their rate), sliding-window attention.
 """
