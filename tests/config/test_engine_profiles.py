@@ -40,7 +40,9 @@ def test_engine_costs_replace_the_gpu_priors_and_none_keeps_them() -> None:
     expected_step = gpu.efficiency.step_overhead_s if costs.step_overhead_s is None \
         else costs.step_overhead_s
     assert moved.step_overhead_s == expected_step
-    assert moved.gemm_peak_efficiency == gpu.efficiency.gemm_peak_efficiency
+    # Compute-bound kernels at the engine's scale; memory traffic as the GPU profile has it.
+    assert moved.gemm_peak_efficiency == gpu.efficiency.gemm_peak_efficiency / costs.compute_scale
+    assert moved.memory_efficiency == gpu.efficiency.memory_efficiency
 
 
 def test_an_unknown_engine_is_refused_with_the_names_that_exist(tmp_path: Path) -> None:

@@ -42,12 +42,14 @@ def test_the_disaggregated_table_is_what_the_experiment_gives() -> None:
     for name, metrics in m.items():
         assert _row(name, metrics) in lines, _row(name, metrics)
     hours = {name: metrics["cost"]["gpu_hours"] for name, metrics in m.items()}  # type: ignore[index]
-    # The page's reading: the autoscaled pools hold the SLO at the best fixed split's cost,
-    # well under the peak-sized split's, while the mean-sized split misses it.
-    assert m["autoscaled"]["slo_attainment"] >= 0.99  # type: ignore[operator]
-    assert m["fixed-1p2d"]["slo_attainment"] < 0.95  # type: ignore[operator]
+    # The page's reading: the autoscaled pools cost well under the peak-sized split but miss
+    # the SLO more often than the best fixed split, which holds it for fewer GPU-hours; the
+    # mean-sized split misses it most.
+    attainment = {name: metrics["slo_attainment"] for name, metrics in m.items()}
+    assert attainment["fixed-2p2d"] >= 0.99  # type: ignore[operator]
+    assert attainment["fixed-1p2d"] < attainment["autoscaled"] < 0.99  # type: ignore[operator]
     assert hours["autoscaled"] < 0.85 * hours["fixed-2p3d"]
-    assert abs(hours["autoscaled"] - hours["fixed-2p2d"]) < 0.01 * hours["fixed-2p2d"]
+    assert hours["fixed-2p2d"] < hours["autoscaled"]
     scaler = m["autoscaled"]["autoscaler"]
     assert isinstance(scaler, dict)
     flat = " ".join(HOW_TO.split())

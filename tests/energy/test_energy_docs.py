@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from batchsim.experiment.engine_profile import load_engine_profile
 from batchsim.experiment.loader import load_experiment
 from batchsim.experiment.runner import run_experiment
 from batchsim.gpu.hardware import load_gpu_profile
@@ -38,16 +39,19 @@ def test_the_quickstart_table_is_measured(rate: int) -> None:
 
 
 def test_the_power_model_figures_are_computed() -> None:
-    ridges = {name: round(ridge_tokens(load_gpu_profile(name), "bf16"))
-              for name in ("h100-sxm", "h200-sxm", "a100-sxm-80gb")}
-    assert ("294 tokens on the H100, 217 on\nthe H200" in HOW_TO
-            and "and 187 on the A100" in HOW_TO)
-    assert ridges == {"h100-sxm": 294, "h200-sxm": 217, "a100-sxm-80gb": 187}
-    h100 = load_gpu_profile("h100-sxm")
+    names = ("h100-sxm", "h200-sxm", "a100-sxm-80gb")
+    vllm = load_engine_profile("vllm")  # the default engine: its compute scale moves the ridge
+    ridges = [round(ridge_tokens(vllm.on_gpu(load_gpu_profile(name)), "bf16")) for name in names]
+    bare = [round(ridge_tokens(load_gpu_profile(name), "bf16")) for name in names]
+    flat = " ".join(HOW_TO.split())
+    assert (f"{ridges[0]} tokens on the H100, {ridges[1]} on the H200 (more bandwidth for the "
+            f"same FLOP/s) and {ridges[2]} on the A100; with `engine: none`, "
+            f"{bare[0]}, {bare[1]} and {bare[2]}") in flat
+    h100 = vllm.on_gpu(load_gpu_profile("h100-sxm"))
     assert h100.power is not None
-    ridge = ridge_tokens(h100, "bf16")
-    decode, prefill = busy_power_w(h100.power, np.array([32.0, 2048.0]), ridge)
-    assert round(decode) == 254 and "= 254 W" in HOW_TO
+    decode, prefill = busy_power_w(h100.power, np.array([32.0, 2048.0]),
+                                   ridge_tokens(h100, "bf16"))
+    assert f"32 / {ridges[0]}` = {round(decode)} W" in flat
     assert prefill == h100.power.max_w == 700
 
 

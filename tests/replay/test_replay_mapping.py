@@ -217,8 +217,16 @@ def test_a_later_sglang_row_runs_mixed_chunks_under_the_prefill_budget(
     assert (arm["token_budget"], arm["mixed_prefill"]) == (budget, True)
 
 
+@pytest.mark.parametrize(("isl", "budget"), [("1024", 32 + 1024 + 1500), ("8000", 8192)])
+def test_a_vllm_row_runs_the_tables_launch_budget(tmp_path: Path, isl: str,
+                                                  budget: int) -> None:
+    # --max-num-batched-tokens = batch size + prompt + 1,500, capped by the profile's 8,192.
+    arm = _arm(tmp_path, backend="vllm", backend_version="0.12.0", isl=isl)
+    assert (arm["token_budget"], arm["mixed_prefill"]) == (budget, True)
+
+
 @pytest.mark.parametrize(("backend", "version"), [
-    ("sglang", "0.5.1.post1"), ("sglang", ""), ("vllm", "0.12.0")])
+    ("sglang", "0.5.1.post1"), ("sglang", "")])
 def test_other_rows_run_the_engine_profiles_budget(tmp_path: Path, backend: str,
                                                    version: str) -> None:
     scheduler = load_engine_profile(backend).spec.scheduler

@@ -39,6 +39,21 @@ def test_each_replica_has_its_own_api_server() -> None:
         Frontend(serial_s=0.01, servers=0)
 
 
+def test_streaming_servers_take_no_requests_in() -> None:
+    """A disaggregated deployment's decode instances stream through servers of their own:
+    requests go in only through the first ones, and each streaming server is its own."""
+    frontend = Frontend(serial_s=0.01, servers=1, stream_s=1e-3, stream_servers=2)
+    assert frontend.intake_servers == 1
+    reached = [frontend.reaches_scheduler(0.0) for _ in range(3)]
+    assert reached == pytest.approx([0.01, 0.02, 0.03])
+    first, second = frontend.stream(1), frontend.stream(2)
+    assert first is not None and second is not None
+    # Each streams its own step's messages from its own backlog, not the intake's.
+    assert first.shown(0.0, 5) == pytest.approx(0.005)
+    assert second.shown(0.0, 2) == pytest.approx(0.002)
+    assert frontend.stream(3) is None  # no server of its own
+
+
 def test_negative_costs_are_refused() -> None:
     with pytest.raises(ValueError, match="front-end costs must be >= 0"):
         Frontend(latency_s=-1.0)

@@ -28,7 +28,11 @@ LINKS = {"ideal": {"bandwidth_gb_s": None, "latency_us": 0},
 
 
 def _experiment(output: dict[str, object], arm: dict[str, object]) -> dict[str, object]:
-    return base_experiment(workload={
+    # On the bare roofline: an engine's API server streams the lone replica's one token, while
+    # the prefill pool's first token is not streamed (how a disaggregated deployment's client
+    # sees it is not modelled yet, docs/background/engines.md), and the identity is about the
+    # pools' scheduling.
+    return base_experiment(engine="none", workload={
         "arrivals": {"kind": "poisson", "rate": 12.0},  # prompts queue and share steps
         "prompt_tokens": {"kind": "lognormal", "mean": 1500, "cv": 1.0},
         "output_tokens": output,

@@ -35,6 +35,7 @@ def _run(tmp_path: Path, rate: float, seed: int, n: int):
         seed=seed,
         replicas=SERVERS,
         router="shared_queue",
+        engine="none",  # queueing theory on the bare roofline: a front end adds its own wait
         workload={
             "arrivals": {"kind": "poisson", "rate": rate},
             "prompt_tokens": {"kind": "fixed", "value": 1},

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from batchsim.apps.engine_fit.fit import profile_yaml, with_costs
+from batchsim.experiment.engine_profile import load_engine_profile
 from batchsim.experiment.runner import ExperimentResult
 from tests.validation.experiment_builder import base_experiment, run_dict
 
@@ -106,8 +109,22 @@ def _random_workload(arrival: dict, prompt_mean: float, output_mean: float) -> d
     }
 
 
+def _without_streaming(tmp_path: Path) -> str:
+    """The default engine's profile with no streaming server: with one, a request sent while
+    the open loop is still waiting for the one before it is taken in after the tokens streamed
+    meanwhile when stepping one by one, before them in a stretch (the known inexactness below),
+    so the paths are compared on every other engine cost."""
+    profile = with_costs(load_engine_profile("vllm"), {"frontend_stream_s": 0.0})
+    path = tmp_path / "vllm-no-stream.yaml"
+    path.write_text(profile_yaml(profile.spec.model_dump(mode="json")), encoding="utf-8")
+    return str(path)
+
+
 def _assert_paths_agree(tmp_path: Path, exp: dict) -> ExperimentResult:
-    """The fast path and stepping one by one give the same results for `exp` (returned)."""
+    """The fast path and stepping one by one give the same results for `exp` (returned), on
+    the default engine without its streaming server unless `exp` names an engine."""
+    if "engine" not in exp:
+        exp = {**exp, "engine": _without_streaming(tmp_path)}
     fast = run_dict(tmp_path, exp, "simulation.fast_path=true")
     slow = run_dict(tmp_path, exp, "simulation.fast_path=false")
     _assert_equivalent(fast, slow)
@@ -532,3 +549,15 @@ def test_fast_path_matches_stepping_one_by_one_with_slo_classes(tmp_path: Path):
     requests = fast.arms[0].requests
     batch = requests[requests["tenant"] == 1]
     assert batch["preemptions"].sum() > 0 and (batch["reject_kind"] == "shed_overload").any()
+
+
+@pytest.mark.xfail(strict=True, reason="known: with a streaming API server and several "
+                   "replicas, a request sent while the open loop waits for the one before it "
+                   "is taken in after the tokens streamed meanwhile when stepping one by one, "
+                   "before them in a stretch (docs/performance.md)")
+def test_fast_path_matches_stepping_one_by_one_with_a_streaming_server(tmp_path: Path):
+    exp = base_experiment(
+        seed=5, max_model_len=2048, replicas=2, router="least_outstanding", engine="vllm",
+        workload=_random_workload({"kind": "gamma", "rate": 30.0, "cv": 3.0}, 300, 120),
+        policies=[{"name": "arm", "kind": "continuous", "max_num_seqs": 64}])
+    _assert_paths_agree(tmp_path, exp)

@@ -23,7 +23,7 @@ def test_mooncake_prefix_cache_hits_and_cuts_ttft_on_its_first_requests() -> Non
 
 def test_diurnal_day_with_peak_sized_replicas_cuts_tail_ttft() -> None:
     """Played 5x faster than shipped, the day's backlog at the peak is small; the shipped
-    run's SLO attainment (63% vs 100%) is in docs/how-to/prefix-caching.md."""
+    run's SLO attainment is in docs/how-to/prefix-caching.md."""
     ttft_p99 = {}
     for replicas in (2, 5):
         exp, base_dir = load_experiment(

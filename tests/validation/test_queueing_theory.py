@@ -75,6 +75,7 @@ def test_geometric_outputs_at_batch_one_is_mg1(tmp_path: Path) -> None:
 def test_littles_law_holds_on_a_continuous_run(tmp_path: Path) -> None:
     """Time-average number in system (from the policy's queues) = throughput × mean latency."""
     exp = base_experiment(
+        engine="none",  # the policy's queues are the whole system: no front end before them
         workload={
             "arrivals": {"kind": "gamma", "rate": 20.0, "cv": 2.0},
             "prompt_tokens": {"kind": "lognormal", "mean": 600, "cv": 1.0},

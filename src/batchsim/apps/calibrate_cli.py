@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from batchsim.apps.engine_fit.settings import MAX_ITERATIONS as ENGINE_FIT_ITERATIONS
+from batchsim.apps.engine_fit.settings import PARAMETERS as ENGINE_COSTS
 from batchsim.apps.error_types import ClassNames, is_one_of
 from batchsim.apps.terminal import output_console, print_error
 from batchsim.calibration.dev_data import DEV_DATA_PATH
@@ -282,10 +284,15 @@ def engine_command(
     serial_starts: Annotated[str, typer.Option(
         help="Serial front-end times (seconds, comma-separated) to start the fit from besides "
              "the profile's own costs; empty: only those.")] = "0.01",
+    costs: Annotated[str, typer.Option(
+        help="The costs to fit (comma-separated); the others keep the profile's values. "
+             "Default: all five.")] = ",".join(ENGINE_COSTS),
+    iterations: Annotated[int, typer.Option(
+        min=1, help="Gauss-Newton iterations at most, per start.")] = ENGINE_FIT_ITERATIONS,
 ) -> None:
     """Fit an engine profile's costs to measured benchmarks; a fifth of the cases is held out."""
     from batchsim.apps.engine_fit.cli import run_engine_fit_command
-    from batchsim.apps.engine_fit.fit import EngineFitError
+    from batchsim.apps.engine_fit.fit import EngineFitError, free_costs
     from batchsim.apps.replay.deployment import BenchmarkClient
     from batchsim.apps.replay.measured import ReplayError
     from batchsim.experiment.engine_profile import EngineProfileError
@@ -297,7 +304,9 @@ def engine_command(
         except ValueError as err:
             raise ReplayError(f"--warmup-per-user / --serial-starts: {err}") from None
         run_engine_fit_command(data, engine, backend, out, client, jobs=jobs,
-                               serial_starts=starts)
+                               serial_starts=starts, iterations=iterations,
+                               free=free_costs([c.strip() for c in costs.split(",")
+                                                if c.strip()]))
     except (EngineFitError, ReplayError, EngineProfileError) as err:
         print_error(str(err))
         raise typer.Exit(2) from None

@@ -313,13 +313,12 @@ def _vllm_first_token(cases: pd.DataFrame) -> str:
             "; ".join(_first_token_text(end) for end in ends) + ". A prompt's first token "
             f"thus comes about one decode step per {per_step:.0f} prompt tokens later than "
             "its own compute accounts for, at every tensor-parallel size, as if the prompt "
-            "were computed in small chunks beside the decodes; the simulated prompt is "
-            "computed in one step (vLLM's 8,192-token budget), its closed loop keeping part of "
-            "each wave together. vLLM 0.12.0's defaults split no prompt that fits the budget "
-            "(`long_prefill_token_threshold` is set only with `max_num_partial_prefills` > 1, "
-            "vllm/config/scheduler.py); the publisher's launch budget of batch size + prompt + "
-            "1,500 tokens would fit one or two such prompts a step, and is not applied yet "
-            "(docs/background/engines.md, \"The tables' launch\").")
+            "were computed in small chunks beside the decodes. vLLM 0.12.0's defaults split no "
+            "prompt that fits its 8,192-token budget (`long_prefill_token_threshold` is set "
+            "only with `max_num_partial_prefills` > 1, vllm/config/scheduler.py); the replay "
+            "runs the publisher's launch budget of batch size + prompt + 1,500 tokens, which "
+            "fits one or two such prompts a step (docs/background/engines.md, \"The tables' "
+            "launch\"), and its closed loop still keeps part of each wave together.")
 
 
 def _first_token_text(rows: pd.DataFrame) -> str:
@@ -367,9 +366,13 @@ def _sglang_deployments(table: pd.DataFrame, cases: pd.DataFrame) -> str:
     groups = list(mine.groupby(GROUP, sort=True))
     if len(groups) < 2:
         return ""
-    parts = [f"{_where(key)}{_weights(group)}: TTFT {_bias_of(group, 'ttft')}, TPOT "
+    parts = [f"{_where(key)}{_weights(group)}: TTFT median error "
+             f"{_share(_median_abs(_errors(group, 'ttft')))}, bias {_bias_of(group, 'ttft')}, "
+             f"TPOT "
              f"{_bias_of(group, 'tpot')}" for key, group in groups]
-    worst_key, worst = max(groups, key=lambda item: abs(_bias(_errors(item[1], "ttft")) or 0))
+    # The worst deployment by its TTFT error, which a bias near 0 can hide.
+    worst_key, worst = max(groups,
+                           key=lambda item: _median_abs(_errors(item[1], "ttft")) or 0.0)
     trend = _ends_text(worst, "prompt_tokens", "ttft")
     trend = f" On {_where(worst_key)} the TTFT bias is {trend}." if trend else ""
     ttft, tpot = (abs(_bias(_errors(worst, metric)) or 0.0) for metric in METRICS)
@@ -385,8 +388,8 @@ def _sglang_deployments(table: pd.DataFrame, cases: pd.DataFrame) -> str:
             "SGLang releases (the data's `backend_version`): one profile per engine cannot "
             "hold two releases' front ends and defaults (docs/background/engines.md). Rows of "
             "0.5.6 on run with the tables' launch (mixed chunks, a budget of the prompt + 1,500 "
-            "tokens), the earlier ones with SGLang's defaults; the profile's costs were fitted "
-            "before that launch was modelled." + block)
+            "tokens), the earlier ones with SGLang's defaults, and the profile's costs are "
+            "fitted over both." + block)
 
 
 def _quantized_tpot(table: pd.DataFrame, cases: pd.DataFrame) -> str:

@@ -207,7 +207,9 @@ def build_disaggregated(
         link=link_spec(exp, arm, model), traffic=traffic.traffic,
         router=build_router(exp.router, prefill.cost_model), shared_queue=shared_queue,
         max_model_len=max_model_len, fast_path=exp.simulation.fast_path, on_progress=on_progress,
-        frontend=engine.frontend(prefill.replicas),  # the client talks to the prefill pool
+        # The client's requests go in through the prefill instances' API servers; each decode
+        # instance's own server streams its tokens back.
+        frontend=engine.frontend(prefill.replicas, streaming_replicas=decode.replicas),
         prefill_scaler=prefill_scaler, decode_scaler=decode_scaler,
     )
     return DisaggregatedRun(simulation, prefill, decode)

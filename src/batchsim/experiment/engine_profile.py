@@ -85,6 +85,10 @@ class EngineCosts(ConfigModel):
     frontend_stream_s: NonNegative = 0.0
     """Per streamed output message (one request's tokens from one step), paid one at a time by
     each replica's API-server process: the output-token rate it caps (sim/token_stream.py)."""
+    compute_scale: float = Field(default=1.0, gt=0)
+    """The engine's compute-bound kernel time (GEMM and prefill-attention FLOPs) as a multiple
+    of the GPU profile's, which operator tables timed one kernel at a time: a whole model's
+    steps under the engine's kernels, clocks and fusions (docs/background/engines.md)."""
     step_overhead_s: NonNegative | None = None
     """Per step: the engine loop's CPU time and launch gaps (null: the GPU profile's prior)."""
     per_seq_overhead_s: NonNegative | None = None
@@ -123,12 +127,13 @@ class EngineProfile:
     def name(self) -> str:
         return self.spec.name
 
-    def frontend(self, replicas: int = 1) -> Frontend:
+    def frontend(self, replicas: int = 1, streaming_replicas: int = 0) -> Frontend:
         """A new front end with this engine's costs (one per simulation: it has state), one
-        API server per replica."""
+        API server per replica, and one that only streams per streaming replica (a decode
+        instance of a disaggregated deployment)."""
         costs = self.spec.costs
         return Frontend(costs.frontend_latency_s, costs.frontend_serial_s, servers=replicas,
-                        stream_s=costs.frontend_stream_s)
+                        stream_s=costs.frontend_stream_s, stream_servers=streaming_replicas)
 
     def describe(self) -> str:
         """One line: what it is and how far its costs were calibrated."""
@@ -144,15 +149,18 @@ class EngineProfile:
                 f"TPOT {tpot.get('median_abs_error', float('nan')):.0%}")
 
     def on_gpu(self, gpu: GpuProfile) -> GpuProfile:
-        """`gpu` with this engine's per-step overheads in place of the profile's priors."""
+        """`gpu` with this engine's per-step overheads in place of the profile's priors and
+        its compute-bound kernels at the engine's `compute_scale`."""
         costs, eff = self.spec.costs, gpu.efficiency
-        if costs.step_overhead_s is None and costs.per_seq_overhead_s is None:
+        if (costs.step_overhead_s is None and costs.per_seq_overhead_s is None
+                and costs.compute_scale == 1.0):
             return gpu
         step = eff.step_overhead_s if costs.step_overhead_s is None else costs.step_overhead_s
         per_seq = (eff.per_seq_overhead_s if costs.per_seq_overhead_s is None
                    else costs.per_seq_overhead_s)
         return dataclasses.replace(gpu, efficiency=dataclasses.replace(
-            eff, step_overhead_s=step, per_seq_overhead_s=per_seq))
+            eff.compute_slowed(costs.compute_scale), step_overhead_s=step,
+            per_seq_overhead_s=per_seq))
 
 
 def list_engine_profiles() -> list[str]:

@@ -133,6 +133,25 @@ class RooflineEfficiency:
         fields: dict[str, Any] = {**dict(keys), **dict.fromkeys(QUANT_KEYS, 0.0)}
         return dataclasses.replace(self, **fields)
 
+    def compute_slowed(self, scale: float) -> RooflineEfficiency:
+        """These efficiencies with every compute-bound peak (each GEMM family's, the prefill
+        attention's FLOPs) divided by `scale`: kernels whose FLOPs take `scale` times the time
+        the operator tables measured, their memory traffic and fixed costs unchanged."""
+        if scale == 1.0:
+            return self
+
+        def slowed(block: Mapping[str, float]) -> Mapping[str, float]:
+            peak = block["gemm_peak_efficiency"] / scale
+            return MappingProxyType({**block, "gemm_peak_efficiency": peak})
+
+        return dataclasses.replace(
+            self, gemm_peak_efficiency=self.gemm_peak_efficiency / scale,
+            attention_compute_efficiency=self.attention_compute_efficiency / scale,
+            gemm_by_weights=MappingProxyType(
+                {dtype: slowed(keys) for dtype, keys in self.gemm_by_weights.items()}),
+            moe_by_weights=MappingProxyType(
+                {dtype: slowed(keys) for dtype, keys in self.moe_by_weights.items()}))
+
     def with_moe_for(self, weight_dtype: str, values: Mapping[str, float]) -> RooflineEfficiency:
         """These efficiencies with some MoE keys of `weight_dtype` replaced; a dtype without
         MoE keys of its own starts from its dense GEMM keys and no routing cost."""

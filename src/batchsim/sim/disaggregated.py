@@ -133,7 +133,7 @@ class DisaggregatedSimulation(Simulation):
         self.decode_replicas = [
             Replica(self.env, first + i, policy, decode_cost, self.record, self._on_done,
                     fast_path=fast_path, on_progress=on_progress,
-                    stream=self.frontend.stream(i))
+                    stream=self.frontend.stream(self.frontend.intake_servers + i))
             for i, policy in enumerate(decode)
         ]
         self.record.num_replicas = first + len(decode)

@@ -18,21 +18,26 @@ from batchsim.sim.token_stream import TokenStream
 class Frontend:
     """The API-server front ends of a deployment: `reaches_scheduler` must be called in send
     order. Each of `servers` processes (one per replica: every engine instance runs its own)
-    does the serial part one request at a time; a request takes the first one free."""
+    does the serial part one request at a time; a request takes the first one free. The
+    `stream_servers` after them only stream (a disaggregated deployment's decode instances:
+    their tokens, not the requests, go through them)."""
 
-    __slots__ = ("_free_at", "_streams", "latency_s", "serial_s", "stream_s")
+    __slots__ = ("_free_at", "_intake", "_streams", "latency_s", "serial_s", "stream_s")
 
     def __init__(self, latency_s: float = 0.0, serial_s: float = 0.0, servers: int = 1,
-                 stream_s: float = 0.0) -> None:
+                 stream_s: float = 0.0, stream_servers: int = 0) -> None:
         if not (latency_s >= 0.0 and serial_s >= 0.0 and stream_s >= 0.0):
             raise ValueError(f"front-end costs must be >= 0, got latency {latency_s}, "
                              f"serial {serial_s}, stream {stream_s}")
-        if servers < 1:
-            raise ValueError(f"a front end needs at least one server, got {servers}")
+        if servers < 1 or stream_servers < 0:
+            raise ValueError(f"a front end needs at least one server taking requests in and "
+                             f"no fewer than 0 streaming ones, got {servers} and "
+                             f"{stream_servers}")
         self.latency_s = latency_s
         self.serial_s = serial_s
         self.stream_s = stream_s
-        self._free_at = [0.0] * servers  # when each server is next free
+        self._free_at = [0.0] * (servers + stream_servers)  # when each server is next free
+        self._intake = servers  # the first ones take requests in
         self._streams: list[TokenStream] = []  # the streaming sides handed out
 
     @property
@@ -47,10 +52,16 @@ class Frontend:
         for stream in self._streams:
             stream.catch_up(sent_s)
         free_at = self._free_at
-        server = free_at.index(min(free_at))
+        intake = free_at if self._intake == len(free_at) else free_at[:self._intake]
+        server = intake.index(min(intake))
         done = max(sent_s, free_at[server]) + self.serial_s
         free_at[server] = done
         return done + self.latency_s
+
+    @property
+    def intake_servers(self) -> int:
+        """How many servers take requests in; the streaming-only ones are numbered after."""
+        return self._intake
 
     def stream(self, replica: int) -> TokenStream | None:
         """The streaming side of replica `replica`'s API server (None: streaming costs nothing,

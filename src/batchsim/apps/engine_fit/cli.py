@@ -21,7 +21,8 @@ from batchsim.experiment.engine_profile import load_engine_profile
 
 def run_engine_fit_command(data: Sequence[Path], engine: str, backend: str | None, out: Path,
                            client: BenchmarkClient, *, jobs: int,
-                           serial_starts: Sequence[float]) -> None:
+                           serial_starts: Sequence[float], iterations: int,
+                           free: Sequence[str]) -> None:
     console = output_console()
     base = load_engine_profile(engine)
     backend = backend or base.name
@@ -40,7 +41,7 @@ def run_engine_fit_command(data: Sequence[Path], engine: str, backend: str | Non
     with tempfile.TemporaryDirectory(prefix="batchsim-engine-fit-") as workdir:
         fit = fit_engine(base, fit_on, held_out, client, Path(workdir), jobs=jobs,
                          on_stage=lambda line: console.print(escape(line)),
-                         serial_starts=serial_starts)
+                         serial_starts=serial_starts, max_iterations=iterations, free=free)
     profile = fitted_profile(base, fit, data, backend, client, unread)
     write_profile(profile, base.text, out.expanduser())
     console.print(_error_table(profile.spec.calibration or {}))

@@ -1,12 +1,14 @@
 """Fit an engine's costs to measured benchmarks by simulating them (docs/background/engines.md).
 
-The unknowns are the profile's four costs θ = (front-end latency, serial front-end time, step
-overhead, per-sequence overhead). Every prediction is a full simulation of a case, so the fit
-is Gauss-Newton on simulations: each iteration measures the sensitivity of every case's mean
-TTFT and TPOT to each cost by finite differences, solves the least-squares problem of the log
-errors on that linear model (scipy's bounded trust-region solver), and simulates the step,
-halving it until the simulated error falls; it stops when the costs stop moving or no step
-helps. Held-out cases are simulated only at the end, with the fitted costs.
+The unknowns are the profile's six costs θ = (front-end latency, serial front-end time, step
+overhead, per-sequence overhead, streaming time per message, compute scale), or those of them
+the caller frees; the others keep the base profile's values. Every prediction is a full
+simulation of a case, so the fit is Gauss-Newton on simulations: each iteration measures the
+sensitivity of every case's mean TTFT and TPOT to each cost by finite differences, solves the
+least-squares problem of the log errors on that linear model (scipy's bounded trust-region
+solver), and simulates the step, halving it until the simulated error falls; it stops when the
+costs stop moving or no step helps. Held-out cases are simulated only at the end, with the
+fitted costs.
 """
 
 from __future__ import annotations
@@ -19,24 +21,25 @@ import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
+from batchsim.apps.engine_fit.settings import MAX_ITERATIONS, PARAMETERS
 from batchsim.apps.replay.deployment import BenchmarkClient
 from batchsim.apps.replay.measured import MeasuredCase, Unreplayed
 from batchsim.apps.replay.simulate import ReplayedCase, replay_cases
 from batchsim.experiment.engine_profile import EngineProfile, load_engine_profile
 
-PARAMETERS = ("frontend_latency_s", "frontend_serial_s", "step_overhead_s",
-              "per_seq_overhead_s", "frontend_stream_s")
 # The scale of each cost: what a finite difference and the solver measure moves against.
-_SCALES = np.array([0.02, 2e-3, 5e-4, 2e-5, 2e-5])
+_SCALES = np.array([0.02, 2e-3, 5e-4, 2e-5, 2e-5, 0.1])
 # Costs before the fit when the base profile has none: no front-end latency, the GPU
-# profiles' per-step priors. (A streaming cost of 0 starts from the cases instead:
-# `_stream_start`.)
-_START = np.array([0.0, 0.0, 2e-4, 2e-6, 0.0])
+# profiles' per-step priors, the operator tables' compute times. (A streaming cost of 0
+# starts from the cases instead: `_stream_start`.)
+_START = np.array([0.0, 0.0, 2e-4, 2e-6, 0.0, 1.0])
 _STREAM = PARAMETERS.index("frontend_stream_s")
+# The least each cost may be: none below zero, and kernels no faster than a tenth of the
+# tables' time (a scale of 0 would be infinitely fast kernels).
+_LOWER = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.1])
 # Each finite difference moves a cost by a tenth of its value (a tenth of its scale above,
 # when it is smaller): the responses bend over larger moves.
 _RELATIVE_STEP = 0.1
-MAX_ITERATIONS = 4
 SERIAL_STARTS = (0.01,)  # `--serial-starts` of the command
 _HALVINGS = 4
 _CONVERGED = 0.05  # stop when no cost moves by more than this share of its scale
@@ -46,32 +49,50 @@ LOG_ERROR_SCALE = float(np.log(1.25))
 
 
 class EngineFitError(ValueError):
-    """Nothing to fit on (no case of the engine could be simulated)."""
+    """Nothing to fit on (no case of the engine could be simulated), or no cost to fit."""
+
+
+def free_costs(names: Sequence[str]) -> tuple[str, ...]:
+    """The costs of `names` in PARAMETERS' order; an unknown or repeated name, or none, is an
+    error naming what is accepted."""
+    unknown = [name for name in names if name not in PARAMETERS]
+    if unknown:
+        raise EngineFitError(f"--costs: {unknown[0]!r} is not a fitted cost; expected some of "
+                             f"{', '.join(PARAMETERS)}")
+    if not names or len(set(names)) != len(names):
+        raise EngineFitError("--costs: expected one or more different costs, got "
+                             f"{', '.join(names) or 'none'}")
+    return tuple(name for name in PARAMETERS if name in names)
 
 
 @dataclass(frozen=True, slots=True)
 class EngineFit:
     """The fitted costs and the cases they were fitted on and tested on."""
 
-    costs: dict[str, float]
+    costs: dict[str, float]  # the fitted ones
     fitted: list[ReplayedCase]  # simulated with the fitted costs
     held_out: list[ReplayedCase]
     unreplayed: list[Unreplayed]
     iterations: int
+    fitted_costs: tuple[str, ...] = PARAMETERS  # the others kept the base profile's values
 
 
 def fit_engine(base: EngineProfile, fit_cases: Sequence[MeasuredCase],
                held_out_cases: Sequence[MeasuredCase], client: BenchmarkClient, workdir: Path,
                *, jobs: int = 1, on_stage: Callable[[str], None] | None = None,
                serial_starts: Sequence[float] = SERIAL_STARTS,
-               max_iterations: int = MAX_ITERATIONS) -> EngineFit:
-    """Fit `base`'s costs on `fit_cases` from its own costs and from each serial front-end
-    time of `serial_starts`, keep the fit with the least error on them, and score it on
-    `held_out_cases`."""
+               max_iterations: int = MAX_ITERATIONS,
+               free: Sequence[str] = PARAMETERS) -> EngineFit:
+    """Fit the `free` costs of `base` (the others keep its values) on `fit_cases` from its own
+    costs and from each serial front-end time of `serial_starts` (when that cost is free),
+    keep the fit with the least error on them, and score it on `held_out_cases`."""
     say = on_stage or (lambda _: None)
-    simulate = _Simulator(base, client, workdir, jobs)
+    freed = np.array([name in free_costs(free) for name in PARAMETERS])
+    if not freed[1]:
+        serial_starts = ()
+    simulate = _Simulator(base, client, workdir, jobs, freed)
     say(f"simulating {len(fit_cases)} cases at the start")
-    start = _start(base, fit_cases)
+    start = _start(base, fit_cases, stream_free=bool(freed[_STREAM]))
     first = simulate(fit_cases, start)
     cases = [r.case for r in first.replayed]
     if not cases:
@@ -82,27 +103,32 @@ def fit_engine(base: EngineProfile, fit_cases: Sequence[MeasuredCase],
         say(f"start {number}: " + _named(theta))
         latest = first.replayed if number == 1 else _aligned(simulate(cases, theta).replayed,
                                                              cases)
-        found = _descend(simulate, cases, measured, theta, latest, say, max_iterations)
+        found = _descend(simulate, cases, measured, theta, latest, say, max_iterations, freed)
         if best is None or found[0] < best[0]:
             best = found
     assert best is not None  # the first start always runs
     _, theta, latest, iterations = best
     say(f"simulating {len(held_out_cases)} held-out cases")
     held_out = simulate(held_out_cases, theta)
-    costs = {n: _rounded(v) for n, v in zip(PARAMETERS, theta, strict=True)}
+    costs = {n: _rounded(v) for n, v, f in zip(PARAMETERS, theta, freed, strict=True) if f}
     return EngineFit(costs, latest, held_out.replayed,
-                     [*first.unreplayed, *held_out.unreplayed], iterations)
+                     [*first.unreplayed, *held_out.unreplayed], iterations,
+                     free_costs(free))
 
 
 def _descend(simulate: _Simulator, cases: Sequence[MeasuredCase], measured: np.ndarray,
              theta: np.ndarray, latest: list[ReplayedCase], say: Callable[[str], None],
-             max_iterations: int) -> tuple[float, np.ndarray, list[ReplayedCase], int]:
-    """Gauss-Newton from `theta`: (error, costs, their simulation, iterations)."""
+             max_iterations: int, freed: np.ndarray,
+             ) -> tuple[float, np.ndarray, list[ReplayedCase], int]:
+    """Gauss-Newton from `theta`, moving only the `freed` costs: (error, costs, their
+    simulation, iterations)."""
     cost = _cost(_means(latest), measured)
     iterations = 0
     for iterations in range(1, max_iterations + 1):
-        jacobian = _sensitivities(simulate, cases, theta)
-        step = _solve(_means(latest), theta, jacobian, measured) - theta
+        jacobian = _sensitivities(simulate, cases, theta, freed)
+        step = np.zeros_like(theta)
+        step[freed] = _solve(_means(latest), theta[freed], jacobian[:, :, freed], measured,
+                             _SCALES[freed], _LOWER[freed]) - theta[freed]
         for _ in range(_HALVINGS):  # backtrack until the simulated error does fall
             trial = _aligned(simulate(cases, theta + step).replayed, cases)
             trial_cost = _cost(_means(trial), measured)
@@ -132,14 +158,15 @@ def _starts(start: np.ndarray, serial_starts: Sequence[float]) -> list[np.ndarra
 
 
 def _sensitivities(simulate: _Simulator, cases: Sequence[MeasuredCase], theta: np.ndarray,
-                   ) -> np.ndarray:
-    """d(mean TTFT, mean TPOT)/d(cost) per case, by central differences (one-sided at 0)."""
+                   freed: np.ndarray) -> np.ndarray:
+    """d(mean TTFT, mean TPOT)/d(cost) per case, by central differences (one-sided at 0), for
+    the `freed` costs (zero for the others, which are not simulated)."""
     steps = np.maximum(_RELATIVE_STEP * theta, _SCALES / 10)
-    jacobian = np.empty((len(cases), 2, len(PARAMETERS)))
-    for j in range(len(PARAMETERS)):
+    jacobian = np.zeros((len(cases), 2, len(PARAMETERS)))
+    for j in np.flatnonzero(freed):
         up = _means(_aligned(simulate(cases, theta + steps * np.eye(len(PARAMETERS))[j])
                              .replayed, cases))
-        low = np.maximum(theta - steps * np.eye(len(PARAMETERS))[j], 0.0)
+        low = np.maximum(theta - steps * np.eye(len(PARAMETERS))[j], _LOWER)
         down = _means(_aligned(simulate(cases, low).replayed, cases))
         jacobian[:, :, j] = (up - down) / (theta[j] + steps[j] - low[j])
     return jacobian
@@ -163,17 +190,21 @@ class _Outcome:
 
 
 class _Simulator:
-    """Simulates cases with `base` at given costs: each cost vector is written as a profile
-    file, so the simulation reads its engine exactly as a user's experiment would."""
+    """Simulates cases with `base` at given costs (the `freed` ones of a cost vector; the
+    others are the base's): each is written as a profile file, so the simulation reads its
+    engine exactly as a user's experiment would."""
 
     def __init__(self, base: EngineProfile, client: BenchmarkClient, workdir: Path,
-                 jobs: int) -> None:
+                 jobs: int, freed: np.ndarray) -> None:
         self.base, self.client, self.workdir, self.jobs = base, client, workdir, jobs
+        self.freed = freed
         self.count = 0
 
     def __call__(self, cases: Sequence[MeasuredCase], theta: np.ndarray) -> _Outcome:
         self.count += 1
-        profile = with_costs(self.base, dict(zip(PARAMETERS, map(float, theta), strict=True)))
+        costs = {n: float(v) for n, v, f in zip(PARAMETERS, theta, self.freed, strict=True)
+                 if f}
+        profile = with_costs(self.base, costs)
         path = self.workdir / f"point-{self.count}.yaml"
         path.write_text(profile_yaml(profile.spec.model_dump(mode="json")), encoding="utf-8")
         engine = load_engine_profile(str(path))
@@ -191,12 +222,13 @@ def profile_yaml(document: dict[str, object]) -> str:
     return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=96)
 
 
-def _start(base: EngineProfile, cases: Sequence[MeasuredCase]) -> np.ndarray:
+def _start(base: EngineProfile, cases: Sequence[MeasuredCase], *, stream_free: bool,
+           ) -> np.ndarray:
     costs = base.spec.costs
     given = [getattr(costs, name) for name in PARAMETERS]
     start = np.array([default if value is None else value
                       for value, default in zip(given, _START, strict=True)])
-    if start[_STREAM] == 0.0:
+    if stream_free and start[_STREAM] == 0.0:
         start[_STREAM] = _stream_start(cases)
     return start
 
@@ -227,15 +259,15 @@ def _aligned(replayed: Sequence[ReplayedCase], cases: Sequence[MeasuredCase],
 
 
 def _solve(predicted: np.ndarray, theta: np.ndarray, jacobian: np.ndarray,
-           measured: np.ndarray) -> np.ndarray:
+           measured: np.ndarray, scales: np.ndarray, lower: np.ndarray) -> np.ndarray:
     """The costs minimising the robust log errors (`_cost`) on the linear model around
-    `theta`."""
+    `theta` (the costs being fitted, `scales` and `lower` bounds theirs)."""
     floor = 1e-3 * measured
 
     def log_errors(x: np.ndarray) -> np.ndarray:
         linear = predicted + np.einsum("nmp,p->nm", jacobian, x - theta)
         return np.log(np.maximum(linear, floor) / measured).ravel()
 
-    solution = least_squares(log_errors, theta, bounds=(0.0, np.inf), x_scale=_SCALES,
+    solution = least_squares(log_errors, theta, bounds=(lower, np.inf), x_scale=scales,
                              loss="soft_l1", f_scale=LOG_ERROR_SCALE)
     return np.asarray(solution.x, dtype=float)

@@ -21,7 +21,8 @@ METHOD = ("batchsim calibrate engine: every case simulated as batchsim replay do
           "minimise the log errors of mean TTFT and mean TPOT on the fitted cases, squared up "
           "to log(1.25) and growing linearly past it (scipy's soft_l1 loss) "
           "(Gauss-Newton on simulations: sensitivities by finite differences, scipy "
-          "least_squares with costs >= 0, each step simulated and halved until the error falls)")
+          "least_squares with costs >= 0 and a compute scale >= 0.1, each step simulated and "
+          "halved until the error falls)")
 WRITTEN_BY = "# Costs and calibration written by `batchsim calibrate engine`."
 
 
@@ -52,6 +53,7 @@ def fitted_profile(base: EngineProfile, fit: EngineFit, data: Sequence[Path], ba
         "client": asdict(client),
         "split": SPLIT_RULE,
         "iterations": fit.iterations,
+        "fitted_costs": list(fit.fitted_costs),
         "fitted_on": error_record(fit.fitted),
         "held_out": error_record(fit.held_out),
         "not_simulated": [{"rows": n, "reason": reason} for reason, n in reasons.most_common()],
@@ -78,21 +80,22 @@ def fidelity_table(profiles: Sequence[EngineProfile]) -> str:
     """The markdown table of each profile's fitted costs and its error on both sides of the
     split, from the profiles' own records (docs/background/engines.md shows it)."""
     lines = ["| engine | fitted / held-out cases | front end: latency, serial, stream "
-             "| step, per sequence "
+             "| step, per sequence | compute scale "
              "| held-out TTFT median / p90 / bias | held-out TPOT median / p90 / bias "
              "| fitted-on TTFT median | fitted-on TPOT median |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for profile in profiles:
         record, costs = profile.spec.calibration or {}, profile.spec.costs
         fitted, held = record.get("fitted_on"), record.get("held_out")
         if not isinstance(fitted, dict) or not isinstance(held, dict):
-            lines.append(f"| {profile.name} | not calibrated | | | | | | |")
+            lines.append(f"| {profile.name} | not calibrated | | | | | | | |")
             continue
         lines.append(
             f"| {profile.name} | {fitted['cases']} / {held['cases']} "
             f"| {_ms(costs.frontend_latency_s)}, {_ms(costs.frontend_serial_s)}, "
             f"{_us(costs.frontend_stream_s)} "
             f"| {_ms(costs.step_overhead_s)}, {_us(costs.per_seq_overhead_s)} "
+            f"| {costs.compute_scale:.3g} "
             f"| {_triple(held['ttft'])} | {_triple(held['tpot'])} "
             f"| {percent(fitted['ttft']['median_abs_error'])} "
             f"| {percent(fitted['tpot']['median_abs_error'])} |")

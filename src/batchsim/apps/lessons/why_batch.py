@@ -67,8 +67,8 @@ def claims(run: LessonRun) -> list[Claim]:
     return [
         Claim(f"{MANY} users get more than 30 times one user's output throughput", speedup > 30,
               f"{speedup:.0f}x"),
-        Claim(f"a decode step with {MANY} users takes less than 1.5 times one user's",
-              slower < 1.5, f"{slower:.2f}x"),
+        Claim(f"a decode step with {MANY} users takes less than twice one user's",
+              slower < 2, f"{slower:.2f}x"),
         Claim("one user uses under 1% of the GPU's dense bf16 peak", idle < 0.01,
               f"{idle:.2%}"),
     ]

@@ -37,6 +37,10 @@ def tables_launch(backend: str, version: str, batch_size: int, prompt_tokens: in
     if backend == "trtllm":
         # max_num_tokens = batch size + prompt + allowance, chunked context off.
         return TablesLaunch(batch_size, batch_size + prompt_tokens + PROMPT_ALLOWANCE)
+    if backend == "vllm" and _release(version):
+        # --max-num-batched-tokens = batch size + prompt + allowance, in the template of every
+        # release the generator ships (a row that names none keeps the profile's defaults).
+        return TablesLaunch(batch_size, batch_size + prompt_tokens + PROMPT_ALLOWANCE)
     if backend == "sglang" and _release(version) >= _SGLANG_FIRST_LAUNCHED:
         # --max-prefill-tokens prompt + allowance and --enable-mixed-chunk: a step's decodes
         # count against the prefill budget, which the chunk size still caps.
