@@ -286,7 +286,7 @@ def engine_command(
              "the profile's own costs; empty: only those.")] = "0.01",
     costs: Annotated[str, typer.Option(
         help="The costs to fit (comma-separated); the others keep the profile's values. "
-             "Default: all five.")] = ",".join(ENGINE_COSTS),
+             "Default: all of them.")] = ",".join(ENGINE_COSTS),
     iterations: Annotated[int, typer.Option(
         min=1, help="Gauss-Newton iterations at most, per start.")] = ENGINE_FIT_ITERATIONS,
 ) -> None:

@@ -87,7 +87,8 @@ def fit_engine(base: EngineProfile, fit_cases: Sequence[MeasuredCase],
     costs and from each serial front-end time of `serial_starts` (when that cost is free),
     keep the fit with the least error on them, and score it on `held_out_cases`."""
     say = on_stage or (lambda _: None)
-    freed = np.array([name in free_costs(free) for name in PARAMETERS])
+    fitted_costs = free_costs(free)
+    freed = np.array([name in fitted_costs for name in PARAMETERS])
     if not freed[1]:
         serial_starts = ()
     simulate = _Simulator(base, client, workdir, jobs, freed)
@@ -112,8 +113,7 @@ def fit_engine(base: EngineProfile, fit_cases: Sequence[MeasuredCase],
     held_out = simulate(held_out_cases, theta)
     costs = {n: _rounded(v) for n, v, f in zip(PARAMETERS, theta, freed, strict=True) if f}
     return EngineFit(costs, latest, held_out.replayed,
-                     [*first.unreplayed, *held_out.unreplayed], iterations,
-                     free_costs(free))
+                     [*first.unreplayed, *held_out.unreplayed], iterations, fitted_costs)
 
 
 def _descend(simulate: _Simulator, cases: Sequence[MeasuredCase], measured: np.ndarray,
