@@ -71,6 +71,11 @@ def _moe(dtype: str) -> Filter:
         (frame["moe_dtype"] == dtype) & (frame["distribution"] == "balanced")]
 
 
+def _moe_cut(gpu: str, dtype: str, tag: str) -> Cut:
+    return Cut(f"{gpu}_moe_perf_{tag}.csv.gz", f"{gpu}/moe/vllm/0.24.0/moe_perf.parquet",
+               _moe(dtype), f"rows with moe_dtype == {dtype}; distribution == balanced")
+
+
 def _all(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
@@ -107,9 +112,13 @@ def cuts() -> list[Cut]:
     # one measured most).
     for gpu in GPUS:
         for dtype, tag in (("bfloat16", "bf16"), ("fp8_block", "fp8_block")):
-            tables.append(Cut(
-                f"{gpu}_moe_perf_{tag}.csv.gz", f"{gpu}/moe/vllm/0.24.0/moe_perf.parquet",
-                _moe(dtype), f"rows with moe_dtype == {dtype}; distribution == balanced"))
+            tables.append(_moe_cut(gpu, dtype, tag))
+    # FP4 experts. NVFP4 (W4A4 on the FP4 tensor cores): Blackwell only. MXFP4 as vLLM runs
+    # gpt-oss, weight-only (`w4a16_mxfp4`: bf16 activations; Triton on Hopper, FlashInfer's
+    # TRT-LLM mxfp4_bf16 kernel on Blackwell), on every GPU; the table also holds Marlin rows,
+    # which the fit leaves out. The W4A8 rows (`w4a8_mxfp4_mxfp8`, Blackwell) are not cut.
+    tables += [_moe_cut(gpu, "nvfp4", "fp4") for gpu in BLACKWELL]
+    tables += [_moe_cut(gpu, "w4a16_mxfp4", "mxfp4") for gpu in GPUS]
     # Whole files, as the shared tables keep them (the fit picks the all-reduce rows). The
     # H100 and H200 versions are those their profiles were first fitted on; the Blackwell
     # GPUs' is the newest their tables hold, the H200's as well.

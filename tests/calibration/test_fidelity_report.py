@@ -36,8 +36,9 @@ def test_report_lists_every_calibrated_family_and_the_spec_only_profiles() -> No
     text = _DOC.read_text(encoding="utf-8")
     for name in list_gpu_profiles():
         assert name in text
-    # bf16: four families; fp8 GEMMs; two MoE families, also before and after their fit.
-    assert text.count("| h100-sxm |") == 9
+    # bf16: four families; fp8 GEMMs; two MoE families, also before and after their fit;
+    # weight-only mxfp4 experts, also before and after theirs.
+    assert text.count("| h100-sxm |") == 11
     assert "| h200-sxm | GEMM, fp8 weights |" in text and "| b200 | GEMM, fp8 weights |" in text
     for gpu in ("h100-sxm", "h200-sxm", "b200"):
         assert f"| {gpu} | MoE experts, bf16 |" in text

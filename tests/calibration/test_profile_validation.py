@@ -78,6 +78,11 @@ def test_wave_and_occupancy_terms_need_the_sm_count(tmp_path: Path) -> None:
     with pytest.raises(HardwareError, match=expected):
         _load(tmp_path, document)
     document["efficiency"]["gemm_by_weights"]["fp8"]["gemm_wave_exponent"] = 0.0
+    # So do the fused-MoE kernels' (the H100's weight-only mxfp4 experts have one).
+    expected = r"'efficiency\.moe_by_weights\.mxfp4\.gemm_wave_exponent' needs"
+    with pytest.raises(HardwareError, match=expected):
+        _load(tmp_path, document)
+    document["efficiency"]["moe_by_weights"]["mxfp4"]["gemm_wave_exponent"] = 0.0
     _load(tmp_path, document)  # with those terms off, the SM count is not needed
 
 

@@ -42,7 +42,9 @@ def test_fp4_computes_at_the_fp4_peak_where_the_gpu_has_fp4_cores(dtype: str) ->
     # Hopper has no FP4 cores: dequantised in the kernel and multiplied in bf16, as int4.
     assert h100.peak_flops.fp4 is None
     assert h100.peak_flops.for_weights(dtype) == 989e12
-    assert h100.peak_flops.gemm_keys_for(dtype, {"nvfp4"}) == "bf16"
+    assert h100.peak_flops.gemm_keys_for(dtype, {"bf16", "fp8"}) == "bf16"
+    # Keys fitted for these very weights (on this GPU's kernels) are used whatever the cores.
+    assert h100.peak_flops.gemm_keys_for(dtype, {dtype}) == dtype
     assert h100.peak_flops.gemm_keys_for("fp8", ()) == "fp8"  # other dtypes keep their own keys
 
 
@@ -51,8 +53,9 @@ def test_fp4_gemms_on_the_b200_use_its_fitted_nvfp4_keys(dtype: str) -> None:
     b200 = load_gpu_profile("b200")
     eff = b200.efficiency
     assert b200.peak_flops.gemm_keys_for(dtype, eff.gemm_by_weights) == "nvfp4"
-    # No FP4 fused-MoE table is fitted: routed experts keep fp8's MoE keys.
-    assert b200.peak_flops.gemm_keys_for(dtype, eff.moe_by_weights) == "fp8"
+    # Its FP4 fused-MoE tables are fitted too: routed experts use their own MoE keys
+    # (tests/calibration/test_fp4_moe_families.py).
+    assert b200.peak_flops.gemm_keys_for(dtype, eff.moe_by_weights) == dtype
     # The fitted FP4 kernel is not the fp8 one: a step priced with fp8's keys would differ.
     nvfp4, fp8 = eff.gemm_by_weights["nvfp4"], eff.gemm_by_weights["fp8"]
     assert nvfp4["gemm_peak_efficiency"] != fp8["gemm_peak_efficiency"]

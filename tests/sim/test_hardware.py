@@ -69,13 +69,16 @@ def test_calibrated_profiles_record_their_data_and_held_out_error(name: str) -> 
     assert gpu.calibration is not None
     # The GPUs with public fp8 GEMM tables also have fused-MoE expert tables.
     fp8 = {"gemm_fp8", "moe", "moe_fp8"} if name in _WITH_FP8_GEMMS else set()
-    fp4 = {"gemm_fp4"} if name in _WITH_FP4_GEMMS else set()
+    fp4 = {"gemm_fp4", "moe_fp4"} if name in _WITH_FP4_GEMMS else set()
+    # Weight-only MXFP4 experts (gpt-oss's kernels) wherever there are MoE tables.
+    mxfp4 = {"moe_mxfp4"} if fp8 else set()
     assert set(gpu.calibration.heldout_error) == {
-        "gemm", "decode_attention", "prefill_attention", "allreduce", *fp8, *fp4
+        "gemm", "decode_attention", "prefill_attention", "allreduce", *fp8, *fp4, *mxfp4
     }
     own_gemm_keys = ({"fp8"} if fp8 else set()) | ({"nvfp4"} if fp4 else set())
     assert set(gpu.efficiency.gemm_by_weights) == own_gemm_keys
-    assert set(gpu.efficiency.moe_by_weights) == ({"bf16", "fp8"} if fp8 else set())
+    own_moe_keys = ({"bf16", "fp8", "mxfp4"} if fp8 else set()) | ({"nvfp4"} if fp4 else set())
+    assert set(gpu.efficiency.moe_by_weights) == own_moe_keys
     assert all(source.rows > 0 for source in gpu.calibration.sources)
     held = {"allreduce_scaling_exponent"} if name in _FEW_GROUP_SIZES else set()
     assert set(gpu.calibration.not_fitted) == {"step_overhead_s", "per_seq_overhead_s", *held}

@@ -172,9 +172,14 @@ def fit_command(
         Path | None, typer.Option(help="Also write a held-out sample of each table here.")
     ] = None,
     sample_rows: Annotated[int, typer.Option(min=1, help="Rows per sampled table.")] = 300,
+    families: Annotated[
+        str, typer.Option(help="Fit only these families (comma-separated, e.g. moe_fp4,"
+                               "moe_mxfp4) into an already fitted profile, with its own seed "
+                               "and held-out fraction; every other key stays.")
+    ] = "",
 ) -> None:
     """Fit the roofline efficiencies to measurements; write the profile with its error."""
-    from batchsim.calibration.fit import fit_profile
+    from batchsim.calibration.fit import fit_families, fit_profile
     from batchsim.calibration.samples import write_samples
     from batchsim.calibration.spec import load_gpu_spec
     from batchsim.calibration.tables import load_measurements
@@ -183,10 +188,15 @@ def fit_command(
 
     with _one_line_errors():
         spec = load_gpu_spec(gpu_spec)
-        result = fit_profile(
-            spec.profile, load_measurements(measurements, prefix), seed=seed,
-            holdout_fraction=holdout,
-        )
+        tables = load_measurements(measurements, prefix)
+        chosen = tuple(name.strip() for name in families.split(",") if name.strip())
+        if chosen:
+            result = fit_families(spec.profile, tables, chosen)
+            calibration = result.gpu.calibration
+            assert calibration is not None  # fit_families refuses an unfitted profile
+            seed = calibration.seed
+        else:
+            result = fit_profile(spec.profile, tables, seed=seed, holdout_fraction=holdout)
         path = out or measurements / f"{spec.profile.name}.yaml"
         write_profile(path, spec.spec_text, result.gpu)
         load_gpu_profile(str(path))  # what we wrote must load

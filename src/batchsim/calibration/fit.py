@@ -101,6 +101,45 @@ def fit_profile(
     return FitResult(gpu=gpu, families=fits)
 
 
+def fit_families(
+    fitted: GpuProfile, tables: Mapping[str, FamilyTable], families: tuple[str, ...]
+) -> FitResult:
+    """Fit only `families` into an already fitted profile; every other key and record stays.
+
+    A whole refit on another machine can move keys that the data barely constrain (a ramp
+    near 0, a K split far beyond every K measured) in their last digit; this adds a family
+    without touching them. The held-out split is the profile's (its seed and fraction), so
+    the new families' errors are those a whole refit records."""
+    record = fitted.calibration
+    if record is None:
+        raise FitError(f"{fitted.name}: not a fitted profile (no calibration record)")
+    unknown = [family for family in families if family not in FAMILIES]
+    if unknown:
+        raise FitError(f"unknown family {unknown[0]!r}; expected one of {', '.join(FAMILIES)}")
+    missing = [family for family in families if family not in tables]
+    if missing:
+        raise FitError(f"no {missing[0]} table to fit")
+    subset = {family: tables[family] for family in FAMILIES if family in families}
+    result = fit_profile(fitted, subset, seed=record.seed,
+                         holdout_fraction=record.holdout_fraction)
+    new = result.gpu.calibration
+    assert new is not None
+    order = FAMILIES.index
+    sources = sorted([s for s in record.sources if s.family not in subset] + list(new.sources),
+                     key=lambda source: order(source.family))
+    errors = {**{f: e for f, e in record.heldout_error.items() if f not in subset},
+              **new.heldout_error}
+    errors = {family: errors[family] for family in sorted(errors, key=order)}
+    fitted_keys = {key for fit in result.families.values() for key in fit.values}
+    merged = dataclasses.replace(
+        record, sources=tuple(sources), heldout_error=errors,
+        not_fitted=tuple(k for k in record.not_fitted if k not in fitted_keys))
+    eff = dataclasses.replace(result.gpu.efficiency,
+                              note=_extended_note(fitted.efficiency.note, record, result.families))
+    gpu = dataclasses.replace(result.gpu, efficiency=eff, calibration=merged)
+    return FitResult(gpu=gpu, families=result.families)
+
+
 def heldout_split(num_rows: int, family: str, seed: int, fraction: float) -> np.ndarray:
     """Boolean mask of the held-out rows: a seeded random `fraction`, fixed per family."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, FAMILIES.index(family)]))
@@ -249,13 +288,31 @@ def _efficiency_keys() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(RooflineEfficiency) if f.name not in skip)
 
 
+_NOTE_HEAD = "Fitted by batchsim calibrate fit; held-out absolute percentage error: "
+_NOTE_TAIL = (". step_overhead_s and per_seq_overhead_s are priors (no operator table measures "
+              "them).")
+
+
 def _note(fits: Mapping[str, FamilyFit]) -> str:
-    parts = [
+    return _NOTE_HEAD + _note_parts(fits) + _NOTE_TAIL
+
+
+def _note_parts(fits: Mapping[str, FamilyFit]) -> str:
+    return ", ".join(
         f"{family} {fit.heldout.median_ape:.1%} median / {fit.heldout.p90_ape:.1%} p90"
         for family, fit in fits.items()
-    ]
-    return (
-        "Fitted by batchsim calibrate fit; held-out absolute percentage error: "
-        + ", ".join(parts)
-        + ". step_overhead_s and per_seq_overhead_s are priors (no operator table measures them)."
     )
+
+
+def _extended_note(note: str, record: CalibrationRecord, fits: Mapping[str, FamilyFit]) -> str:
+    """The profile's note with the new families' errors added, its own words kept (they were
+    written from unrounded errors); rewritten from the records if a family is refitted or the
+    note is not the fit's."""
+    if (note.startswith(_NOTE_HEAD) and note.endswith(_NOTE_TAIL)
+            and not set(fits) & set(record.heldout_error)):
+        return note.removesuffix(_NOTE_TAIL) + ", " + _note_parts(fits) + _NOTE_TAIL
+    errors = {**record.heldout_error, **{family: fit.heldout for family, fit in fits.items()}}
+    parts = ", ".join(f"{family} {error.median_ape:.1%} median / {error.p90_ape:.1%} p90"
+                      for family, error in sorted(errors.items(),
+                                                  key=lambda item: FAMILIES.index(item[0])))
+    return _NOTE_HEAD + parts + _NOTE_TAIL

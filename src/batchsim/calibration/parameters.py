@@ -90,6 +90,8 @@ FAMILY_PARAMETERS: Mapping[str, tuple[Parameter, ...]] = MappingProxyType(
         # over each routed pair's hidden row around them.
         "moe": (*_GEMM, _MOE_PASSES),
         "moe_fp8": (*_GEMM, _MOE_PASSES),
+        "moe_fp4": (*_GEMM, _MOE_PASSES),
+        "moe_mxfp4": (*_GEMM, _MOE_PASSES),
     }
 )
 
@@ -158,7 +160,8 @@ def round_significant(value: float, digits: int = 4) -> float:
 FAMILY_WEIGHTS: Mapping[str, str] = MappingProxyType({"gemm_fp8": "fp8", "gemm_fp4": "nvfp4"})
 """Families whose keys are a weight dtype's own GEMM keys (`gemm_by_weights`), not the
 profile's top-level ones."""
-FAMILY_MOE_WEIGHTS: Mapping[str, str] = MappingProxyType({"moe": "bf16", "moe_fp8": "fp8"})
+FAMILY_MOE_WEIGHTS: Mapping[str, str] = MappingProxyType(
+    {"moe": "bf16", "moe_fp8": "fp8", "moe_fp4": "nvfp4", "moe_mxfp4": "mxfp4"})
 """Families whose keys are a weight dtype's fused-MoE keys (`moe_by_weights`)."""
 
 

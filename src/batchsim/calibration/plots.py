@@ -23,6 +23,8 @@ _TITLES = {
     "moe": "MoE experts, bf16",
     "moe_fp8": "MoE experts, fp8 block",
     "gemm_fp4": "GEMM, nvfp4 weights",
+    "moe_fp4": "MoE experts, nvfp4",
+    "moe_mxfp4": "MoE experts, mxfp4",
 }
 
 

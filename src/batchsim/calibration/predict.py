@@ -99,11 +99,21 @@ def predict_moe_fp8(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency
     return _moe_with_weights(rows, gpu, eff, "fp8")
 
 
+def predict_moe_fp4(rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency) -> np.ndarray:
+    return _moe_with_weights(rows, gpu, eff, "nvfp4")
+
+
+def predict_moe_mxfp4(rows: pd.DataFrame, gpu: GpuProfile,
+                      eff: RooflineEfficiency) -> np.ndarray:
+    return _moe_with_weights(rows, gpu, eff, "mxfp4")
+
+
 def _moe_with_weights(
     rows: pd.DataFrame, gpu: GpuProfile, eff: RooflineEfficiency, weights: str
 ) -> np.ndarray:
     """One fused-MoE call as the cost model prices a layer's routed experts, on the load the
-    benchmark gave it (`benchmark_expert_load`)."""
+    benchmark gave it (`benchmark_expert_load`): with the MoE keys the cost model picks for
+    `weights` (`PeakFlops.gemm_keys_for`: FP4 weights without keys of their own borrow)."""
     tp, ep = _column(rows, "moe_tp_size"), _column(rows, "moe_ep_size")
     shape = ExpertShape(
         num_experts=_column(rows, "num_experts"), top_k=_column(rows, "topk"),
@@ -114,7 +124,7 @@ def _moe_with_weights(
         benchmark_expert_load(_column(rows, "num_tokens"), shape), shape,
         peak_flops=gpu.peak_flops.for_weights(weights), memory_bw=gpu.memory_bandwidth_bytes_per_s,
         weight_bytes=bytes_per_element(weights), sm_count=gpu.parallel_units,
-        eff=eff.for_moe(weights),
+        eff=eff.for_moe(gpu.peak_flops.gemm_keys_for(weights, eff.moe_by_weights)),
     )
     return np.asarray(seconds)
 
@@ -138,4 +148,6 @@ PREDICTORS: dict[str, Predictor] = {
     "moe": predict_moe,
     "moe_fp8": predict_moe_fp8,
     "gemm_fp4": predict_gemm_fp4,
+    "moe_fp4": predict_moe_fp4,
+    "moe_mxfp4": predict_moe_mxfp4,
 }

@@ -162,6 +162,8 @@ FAMILY_NAMES["gemm_fp8"] = "GEMM, fp8 weights"
 FAMILY_NAMES["moe"] = "MoE experts, bf16"
 FAMILY_NAMES["moe_fp8"] = "MoE experts, fp8 (block-scaled)"
 FAMILY_NAMES["gemm_fp4"] = "GEMM, nvfp4 weights"
+FAMILY_NAMES["moe_fp4"] = "MoE experts, nvfp4"
+FAMILY_NAMES["moe_mxfp4"] = "MoE experts, mxfp4 (weight-only)"
 _SHORTFALLS += """
 ## What the operator fit covers, and what it does not
 
@@ -234,11 +236,37 @@ _SHORTFALLS += """
   per token. The fitted weight-streaming efficiency sits at its cap (1.0 of the spec bandwidth).
   Priced with the fp8 keys at the FP4 peak, as before, the same held-out rows came out 11% too
   slow (median) with a p90 error of 116%.
-- **Not fitted, FP4** elsewhere: `mxfp4` (the wheel holds no mxfp4 GEMM rows: priced with the
-  nvfp4 keys, at its own bytes); FP4 fused-MoE experts (no FP4 table is fitted: they keep the
-  fp8 weights' MoE keys at the FP4 peak); a profile with an FP4 peak but no nvfp4 keys of its
-  own borrows the fp8 keys, else bf16's. Without an FP4 peak (Hopper, Ampere, Ada) FP4 weights
-  run weight-only, dequantised and multiplied at the bf16 rate with the bf16 keys, as int4 does.
+- **Fitted, FP4 fused-MoE experts** (`MoE experts, nvfp4` and `MoE experts, mxfp4
+  (weight-only)` above; `moe/` in the wheel, balanced routing): NVFP4 experts (rows of
+  `moe_dtype == nvfp4`, W4A4 on the FP4 tensor cores; per layout the kernel vLLM ran most,
+  FlashInfer's TRT-LLM one) on the B200, B300, GB200 and GB300, into
+  `efficiency.moe_by_weights.nvfp4`; and MXFP4 experts on all six GPUs, into
+  `moe_by_weights.mxfp4`, from the rows of `moe_dtype == w4a16_mxfp4` timed with vLLM's gpt-oss
+  MXFP4 method (kernel names containing `gptossmxfp4`: OpenAI's Triton kernel on the H100 and
+  H200, FlashInfer's TRT-LLM mxfp4_bf16 kernel on Blackwell). Those are the kernels vLLM
+  serves gpt-oss with, whose checkpoints ship MXFP4 experts: the weights are dequantised in the
+  kernel and the activations stay bf16. Left out: the same table's Marlin rows (a
+  compressed-tensors MXFP4 checkpoint, on another model's shapes) and the Blackwell W4A8 rows
+  (`w4a8_mxfp4_mxfp8`, activations quantised to MXFP8, which vLLM runs only when asked); mxfp4
+  experts are priced with the weight-only keys either way. The cost model uses a dtype's own
+  MoE keys where the profile has them. Before, FP4 experts borrowed fp8's MoE keys at the FP4
+  peak on Blackwell and, for mxfp4 on the H100 and H200, bf16's at the bf16 rate: on every
+  held-out row of the fits, nvfp4 experts came out 31-36% off (median; p90 115-120%; 30-36%
+  too slow) and mxfp4 ones 26-28% (p90 55-62%; 13-16% too fast) on Blackwell and 25-32% (p90
+  48-76%; 10-25% too slow) on Hopper. With their own keys: nvfp4 8-10% median / 31-35% p90,
+  mxfp4 7% / 15-18% on Blackwell and 13% / 35-36% on Hopper. The mxfp4 keys are fitted on
+  gpt-oss's two shapes alone (hidden size and expert width 2880, top-4 of 32 or 128 experts):
+  with one hidden size, a fixed cost per GEMM is hard to tell from the serial K loop (on Hopper
+  the fit puts the ~60 µs of a one-token call into `gemm_k_step_s`, 17 ns per unit of K, and
+  none into the launch), so MXFP4 MoE models of other shapes are extrapolated. On Blackwell
+  the W4A16 kernel multiplies in bf16: its peak efficiency, 0.06-0.09 of the FP4 peak the cost
+  model prices FP4 weights at, is 0.38-0.40 of the bf16 peak. The second table below compares
+  the borrowed keys with the fitted ones on the shipped held-out samples.
+- **Not fitted, FP4** elsewhere: `mxfp4` GEMMs (the wheel holds no mxfp4 GEMM rows: priced with
+  the nvfp4 keys, at its own bytes); a profile with an FP4 peak but no FP4 keys of its own
+  borrows the fp8 keys (MoE experts: fp8's MoE keys), else bf16's. Without an FP4 peak (Hopper,
+  Ampere, Ada) FP4 weights run weight-only, dequantised and multiplied at the bf16 rate with the
+  bf16 keys, as int4 does, except mxfp4 experts on a profile with mxfp4 MoE keys.
 - **Not fitted:** fp8 KV caches (the decode keys are bf16's, at half the bytes), int8 and int4
   GEMMs (bf16 keys at their rate), sliding-window attention.
 """

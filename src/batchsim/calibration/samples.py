@@ -47,4 +47,6 @@ def _stem(family: str) -> str:
         "moe": "moe_perf_bf16",
         "moe_fp8": "moe_perf_fp8_block",
         "gemm_fp4": "gemm_perf_fp4",
+        "moe_fp4": "moe_perf_fp4",
+        "moe_mxfp4": "moe_perf_mxfp4",
     }[family]

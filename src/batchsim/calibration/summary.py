@@ -14,6 +14,8 @@ _SHORT = {
     "moe": "moe",
     "moe_fp8": "moe fp8",
     "gemm_fp4": "gemm fp4",
+    "moe_fp4": "moe fp4",
+    "moe_mxfp4": "moe mxfp4",
 }
 
 

@@ -10,8 +10,10 @@ Both use the columns of NVIDIA aiconfigurator's per-operator tables (latency in 
 - `*moe_perf*`: num_tokens, hidden_size, inter_size, topk, num_experts, moe_tp_size,
   moe_ep_size, latency: one fused-MoE expert kernel call (`moe_perf_bf16`: family `moe`;
   `moe_perf_fp8_block`: block-scaled fp8, family `moe_fp8`; `moe_perf_fp8`, per-tensor, is not
-  fitted: docs/fidelity.md). Rows of balanced routing only, and per parallel layout the kernel
-  most rows were measured with (vLLM picks its kernel by layout).
+  fitted: docs/fidelity.md; `moe_perf_fp4`: NVFP4, W4A4, family `moe_fp4`; `moe_perf_mxfp4`:
+  MXFP4 weight-only, rows of moe_dtype == w4a16_mxfp4 and, where the table names it, vLLM's
+  gpt-oss kernel, family `moe_mxfp4`). Rows of balanced routing only, and per parallel layout
+  the kernel most rows were measured with (vLLM picks its kernel by layout).
 
 Extra columns are allowed; rows of other dtypes, kernels or ops are filtered out and the filter
 is recorded, so a profile says exactly which rows it was fitted on. GEMM (and MoE) tables are
@@ -37,6 +39,8 @@ from batchsim.gpu.calibration_record import FAMILIES, MeasurementSource
 FILE_PATTERNS: tuple[tuple[str, str | None], ...] = (
     ("moe_perf_fp8_block", "moe_fp8"),
     ("moe_perf_fp8", None),
+    ("moe_perf_fp4", "moe_fp4"),
+    ("moe_perf_mxfp4", "moe_mxfp4"),
     ("moe_perf", "moe"),
     ("gemm_perf_fp8_block", None),
     ("gemm_perf_fp8", "gemm_fp8"),
@@ -64,6 +68,8 @@ REQUIRED_COLUMNS = {
     "allreduce": ("op_name", "num_gpus", "message_size", "latency"),
     "moe": _MOE_COLUMNS,
     "moe_fp8": _MOE_COLUMNS,
+    "moe_fp4": _MOE_COLUMNS,
+    "moe_mxfp4": _MOE_COLUMNS,
 }
 
 
@@ -165,13 +171,23 @@ def _majority_kernel(frame: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
     return frame[frame["kernel_source"] == kernel]
 
 
-def _moe_rows(frame: pd.DataFrame, dtype: str) -> tuple[pd.DataFrame, str]:
+# vLLM's gpt-oss MXFP4 method (`Mxfp4MoEMethod`) as the tables name its kernels: Triton on
+# Hopper, FlashInfer's TRT-LLM mxfp4_bf16 on Blackwell.
+GPT_OSS_MXFP4_KERNEL = "gptossmxfp4"
+
+
+def _moe_rows(frame: pd.DataFrame, dtype: str, kernel: str = "") -> tuple[pd.DataFrame, str]:
     """Balanced routing (the simulator spreads tokens evenly; skew is `moe_imbalance`), and per
     (TP, EP) layout its most measured kernel: on Hopper vLLM runs block-scaled fp8 experts
-    with Triton under TP and FlashInfer's CUTLASS under EP, and a table may hold both."""
+    with Triton under TP and FlashInfer's CUTLASS under EP, and a table may hold both.
+    `kernel`: where the table names kernels, only those whose name contains it (the weight-only
+    MXFP4 rows also time Marlin, on another model's shapes)."""
     notes: list[str] = []
     frame = _keep_equal(frame, "moe_dtype", dtype, notes)
     frame = _keep_equal(frame, "distribution", "balanced", notes)
+    if kernel and "kernel_source" in frame.columns:
+        notes.append(f"kernel_source contains {kernel}")
+        frame = frame[frame["kernel_source"].astype(str).str.contains(kernel, regex=False)]
     if "kernel_source" not in frame.columns or frame.empty:
         return frame, "; ".join(notes) or "all rows"
     notes.append("per (moe_tp_size, moe_ep_size) its most frequent kernel_source")
@@ -232,4 +248,6 @@ _FILTERS = {
     "allreduce": _allreduce_rows,
     "moe": lambda frame: _moe_rows(frame, "bfloat16"),
     "moe_fp8": lambda frame: _moe_rows(frame, "fp8_block"),
+    "moe_fp4": lambda frame: _moe_rows(frame, "nvfp4"),
+    "moe_mxfp4": lambda frame: _moe_rows(frame, "w4a16_mxfp4", GPT_OSS_MXFP4_KERNEL),
 }

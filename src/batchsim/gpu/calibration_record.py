@@ -7,13 +7,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 FAMILIES = ("gemm", "decode_attention", "prefill_attention", "allreduce", "gemm_fp8", "moe",
-            "moe_fp8", "gemm_fp4")
+            "moe_fp8", "gemm_fp4", "moe_fp4", "moe_mxfp4")
 """Operator families, in the order the fit, the profiles and the report list them. A family's
 place also seeds its held-out split, so new ones go last. `gemm_fp8`: GEMMs with per-tensor
 fp8 weights and activations, fitted into the profile's `gemm_by_weights.fp8` keys. `moe`,
 `moe_fp8`: fused-MoE expert kernels with bf16 and (block-scaled) fp8 weights, fitted into
 `moe_by_weights.bf16` and `moe_by_weights.fp8`. `gemm_fp4`: GEMMs with NVFP4 weights and
-activations on FP4 tensor cores, fitted into `gemm_by_weights.nvfp4`."""
+activations on FP4 tensor cores, fitted into `gemm_by_weights.nvfp4`. `moe_fp4`, `moe_mxfp4`:
+fused-MoE expert kernels with NVFP4 weights (W4A4) and with MXFP4 weights run weight-only
+(W4A16, as vLLM runs gpt-oss), fitted into `moe_by_weights.nvfp4` and `moe_by_weights.mxfp4`."""
 
 
 class FieldReader(Protocol):

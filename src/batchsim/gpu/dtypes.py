@@ -56,19 +56,22 @@ COMPUTE_RATE_OF_WEIGHTS: Final[Mapping[str, PeakFlopsKey]] = MappingProxyType(
 
 
 FITTED_FP4_KEYS: Final[str] = "nvfp4"
-"""The one FP4 format with GEMM tables to fit (the public ones hold no mxfp4 rows)."""
+"""The one FP4 format with GEMM tables to fit (the public ones hold no mxfp4 GEMM rows; their
+fused-MoE tables have both formats)."""
 
 
 def gemm_kernel_dtype(weight_dtype: str, *, fp4_cores: bool, own_keys: Collection[str]) -> str:
     """The weight dtype whose GEMM efficiency keys price GEMMs with `weight_dtype` weights.
 
-    `own_keys`: the weight dtypes with keys of their own in the block about to be read. On FP4
-    tensor cores, FP4 GEMMs use nvfp4's keys where they are fitted — mxfp4 too, unmeasured: the
-    same E2M1 tensor-core path, with coarser scales — else fp8's (the nearest kernels:
+    `own_keys`: the weight dtypes with keys of their own in the block about to be read. FP4
+    weights with keys of their own there use them (fitted on the kernel this GPU runs them
+    with: the fused-MoE tables time nvfp4 and weight-only mxfp4 experts). Otherwise, on FP4
+    tensor cores, FP4 GEMMs use nvfp4's keys where they are fitted — mxfp4 too, unmeasured:
+    the same E2M1 tensor-core path, with coarser scales — else fp8's (the nearest kernels:
     low-precision weights, activations quantised first; a profile without fp8 keys falls back
     to bf16's). Without FP4 cores they run weight-only with bf16's, as int4.
     """
-    if weight_dtype not in FP4_WEIGHT_DTYPES:
+    if weight_dtype not in FP4_WEIGHT_DTYPES or weight_dtype in own_keys:
         return weight_dtype
     if not fp4_cores:
         return "bf16"

@@ -59,7 +59,7 @@ class PeakFlops:
         """The weight dtype whose efficiency keys price these weights' GEMMs on this GPU:
         `own_keys` are the dtypes the block about to be read has keys for (`gemm_by_weights`
         for `RooflineEfficiency.for_weights`, `moe_by_weights` for `for_moe`). FP4 uses
-        nvfp4's fitted keys there, else borrows fp8's or bf16's."""
+        their own keys there, else nvfp4's, else borrows fp8's or bf16's."""
         return gemm_kernel_dtype(check_weight_dtype(weight_dtype), fp4_cores=self.fp4 is not None,
                                  own_keys=own_keys)
 
@@ -579,7 +579,8 @@ def _moe_by_weights(
         return MappingProxyType({})
     prefix = f"{prefix}moe_by_weights."
     by_weights = read.mapping(block, "moe_by_weights")
-    read.no_unknown_keys(by_weights, WEIGHT_DTYPES - FP4_WEIGHT_DTYPES, prefix)
+    # Both FP4 formats have fused-MoE tables (nvfp4 W4A4, mxfp4 weight-only).
+    read.no_unknown_keys(by_weights, WEIGHT_DTYPES, prefix)
     result = {}
     for dtype in sorted(by_weights):
         keys = read.mapping(by_weights, dtype)

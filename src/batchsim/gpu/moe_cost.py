@@ -136,8 +136,8 @@ class LayerStackCost:
         self._weight_bytes = bytes_per_element(weight_dtype)
         # Every GEMM here holds the checkpoint's weights; the routed experts run the fused-MoE
         # kernel, whose keys are its own where the profile has them.
-        # FP4 borrows another dtype's keys where it has none of its own (no FP4 fused-MoE
-        # table is fitted: its experts run fp8's MoE keys on FP4 cores).
+        # FP4 borrows another dtype's keys where it has none of its own (a profile without
+        # fitted FP4 fused-MoE tables runs its experts with fp8's MoE keys on FP4 cores).
         eff, flops = gpu.efficiency, gpu.peak_flops
         self._efficiency = eff.for_weights(flops.gemm_keys_for(weight_dtype, eff.gemm_by_weights))
         self._expert_efficiency = eff.for_moe(

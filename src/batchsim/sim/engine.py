@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import math
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import accumulate
@@ -228,8 +229,8 @@ class Replica:
         growth = kv_growth(plan, self.policy.pool, steps)
         pool = self.policy.pool
         self._stretch = (ends, growth, pool.num_free, pool.num_free_uncached)
-        if self.stream is not None:
-            self.stream.stretch_started(ends, plan.num_emitting)
+        if self.stream is not None:  # one message per request (a padding slot sends none)
+            self.stream.stretch_started(ends, len(plan.requests))
         if self.token_meter is not None:
             self.token_meter.stretch_started(start, ends, plan.num_emitting)
         self._wake = env.event()
@@ -501,25 +502,59 @@ class Simulation:
             drained.succeed()
 
     def _open_loop(self, traffic: OpenLoopTraffic) -> Process:
+        arrival_s = traffic.arrival_s.tolist()
+        submit = self._open_loop_submitter(traffic)
+        if self.frontend.delays:
+            yield from self._open_loop_through_frontend(arrival_s, submit)
+            return
+        for index, t in enumerate(arrival_s):
+            if t > self.env.now:
+                self._upcoming_arrival_s = t
+                yield self.env.timeout(t - self.env.now)
+            submit(index, t)
+        self._upcoming_arrival_s = math.inf
+
+    def _open_loop_through_frontend(self, arrival_s: list[float],
+                                    submit: Callable[[int, float], None]) -> Process:
+        """Each request taken in by the front end at its send time, in order with the tokens
+        its server streams back, and handed to the router when it reaches the scheduler. They
+        reach it in send order: every server's free time only grows and a request takes the
+        first one free, so none finishes its serial part before one sent earlier."""
+        frontend, sends = self.frontend, len(arrival_s)
+        in_flight: deque[tuple[float, int]] = deque()  # (reaches the scheduler at, index)
+        # No request sent at t reaches the scheduler before this long after t.
+        soonest_s = frontend.serial_s + frontend.latency_s
+        index = 0
+        while index < sends or in_flight:
+            send_s = arrival_s[index] if index < sends else math.inf
+            reach_s = in_flight[0][0] if in_flight else math.inf
+            if reach_s <= send_s:
+                if reach_s > self.env.now:
+                    self._upcoming_arrival_s = reach_s
+                    yield self.env.timeout(reach_s - self.env.now)
+                sent = in_flight.popleft()[1]
+                submit(sent, arrival_s[sent])
+                continue
+            if send_s > self.env.now:
+                self._upcoming_arrival_s = min(reach_s, send_s + soonest_s)
+                yield self.env.timeout(send_s - self.env.now)
+            in_flight.append((frontend.reaches_scheduler(send_s), index))
+            index += 1
+        self._upcoming_arrival_s = math.inf
+
+    def _open_loop_submitter(self, traffic: OpenLoopTraffic) -> Callable[[int, float], None]:
+        """`submit(index, sent_s)`: request `index` of the traffic reaching the router now."""
         zeros = [0] * traffic.arrival_s.size
+        prompts, outputs = traffic.prompt_tokens.tolist(), traffic.output_tokens.tolist()
         tenants = zeros if traffic.tenant is None else traffic.tenant.tolist()
         priorities = zeros if traffic.priority is None else traffic.priority.tolist()
         blocks = traffic.prefix_blocks
-        frontend = self.frontend
-        for index, (t, prompt, output, tenant, priority) in enumerate(zip(
-            traffic.arrival_s.tolist(), traffic.prompt_tokens.tolist(),
-            traffic.output_tokens.tolist(), tenants, priorities, strict=True,
-        )):
-            if frontend.stream_s > 0.0 and t > self.env.now:  # the backlog as of the send
-                self._upcoming_arrival_s = t
-                yield self.env.timeout(t - self.env.now)
-            reaches = frontend.reaches_scheduler(t) if frontend.delays else t
-            if reaches > self.env.now:
-                self._upcoming_arrival_s = reaches
-                yield self.env.timeout(reaches - self.env.now)
+
+        def submit(index: int, sent_s: float) -> None:
             prefix = None if blocks is None else (blocks.blocks_of(index), blocks.block_tokens)
-            self._submit(prompt, output, tenant, priority, prefix, sent_s=t)
-        self._upcoming_arrival_s = math.inf
+            self._submit(prompts[index], outputs[index], tenants[index], priorities[index],
+                         prefix, sent_s=sent_s)
+        return submit
 
     def _start_closed_loop(self, traffic: ClosedLoopTraffic) -> list[simpy.Process]:
         lengths = traffic.lengths()
