@@ -274,14 +274,18 @@ disaggregated_arms = st.builds(
 @given(arm=disaggregated_arms, arrival=arrivals, blocks=st.sampled_from([None, 120, 400]),
        prompt_mean=st.integers(8, 600), output_mean=st.integers(2, 300),
        seed=st.integers(0, 1000),
-       router=st.sampled_from(["round_robin", "least_kv", "shared_queue"]))
+       router=st.sampled_from(["round_robin", "least_kv", "shared_queue"]),
+       engine=st.sampled_from(["vllm", "sglang", "none"]))
 def test_fast_path_matches_stepping_one_by_one_when_disaggregated(
-        tmp_path: Path, arm, arrival, blocks, prompt_mean, output_mean, seed, router):
+        tmp_path: Path, arm, arrival, blocks, prompt_mean, output_mean, seed, router, engine):
     """Transfers that arrive, blocks reserved for them and prefill blocks released all cut a
     decode replica's stretch exactly as an arrival does; small caches make decode admission
-    wait, slow links (0.05 GB/s) make transfers share the link."""
+    wait, slow links (0.05 GB/s) make transfers share the link. The engines' three rules for
+    the client's first token (vLLM recomputes it at the decode replica, SGLang streams the
+    prefill's from there, the bare roofline shows the prefill's)."""
     exp = base_experiment(
         seed=seed, max_model_len=2048, router=router, kv_cache={"num_blocks": blocks},
+        engine=engine,
         workload=_random_workload(arrival, prompt_mean, output_mean),
         policies=[arm], output={"timeseries_bin_s": 0.5},
     )

@@ -211,5 +211,6 @@ def build_disaggregated(
         # instance's own server streams its tokens back.
         frontend=engine.frontend(prefill.replicas, streaming_replicas=decode.replicas),
         prefill_scaler=prefill_scaler, decode_scaler=decode_scaler,
+        first_token=engine.spec.handoff_first_token,
     )
     return DisaggregatedRun(simulation, prefill, decode)

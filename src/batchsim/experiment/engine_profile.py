@@ -24,6 +24,7 @@ from batchsim.experiment.schema.common import (
 )
 from batchsim.gpu.hardware import GpuProfile
 from batchsim.gpu.yaml_load import load_mapping
+from batchsim.sim.disaggregated import HandoffFirstToken
 from batchsim.sim.frontend import Frontend
 
 NO_ENGINE = "none"
@@ -105,6 +106,12 @@ class EngineProfileFile(ConfigModel):
     """The engine version whose defaults the scheduler section copies."""
     scheduler: EngineScheduler | None = None
     """The engine's batching defaults (null for `none`)."""
+    handoff_first_token: HandoffFirstToken = "prefill"
+    """Disaggregated deployments: where the client's first token comes from. `prefill`: the
+    prefill instance's token, as soon as it is computed; `transfer`: the decode instance
+    streams the prefill's token once the KV has arrived, when the request joins its batch
+    (SGLang, TensorRT-LLM); `recompute`: the decode instance recomputes the last prompt token
+    and samples the first token in its first step (vLLM's P/D connector)."""
     costs: EngineCosts = Field(default_factory=EngineCosts)
     sources: dict[str, str] = Field(default_factory=dict)
     """Where each default comes from (engine code or documentation, with its version)."""

@@ -98,15 +98,19 @@ def _request_events(row: Any, pid: int, preemptions: list[Preemption]) -> list[E
         return [{"name": "rejected", "cat": "request", "ph": "i", "s": "t",
                  "ts": row.arrival_s * _US, "pid": pid, "tid": int(row.request_id),
                  "args": {"reason": row.reject_reason}}]
+    # Disaggregated: the prefill ends with the prefill stage's token, which the client may see
+    # only later, through the decode replica (docs/background/engines.md).
+    prefill_end = getattr(row, "prefill_token_s", math.nan)
+    prefill_end = row.first_token_s if math.isnan(prefill_end) else prefill_end
     events = [_span("queued", pid, row, row.arrival_s, row.first_scheduled_s),
-              _span("prefill", pid, row, row.first_scheduled_s, row.first_token_s)]
-    decode_from = row.first_token_s
+              _span("prefill", pid, row, row.first_scheduled_s, prefill_end)]
+    decode_from = prefill_end
     kv_arrival = getattr(row, "kv_arrival_s", math.nan)
     if not math.isnan(kv_arrival):
         # A layer-wise transfer starts during the prefill step: drawn from the first token
         # on, so the request's spans stay one after another; its true start is in args.
-        sent = max(row.kv_transfer_start_s, row.first_token_s)
-        events.append(_span("waiting_for_decode", pid, row, row.first_token_s, sent))
+        sent = max(row.kv_transfer_start_s, prefill_end)
+        events.append(_span("waiting_for_decode", pid, row, prefill_end, sent))
         events.append(_span("transferred", pid, row, sent, kv_arrival,
                             {"transfer_start_us": row.kv_transfer_start_s * _US,
                              "prefill_replica": int(row.prefill_replica)}))

@@ -13,15 +13,16 @@ from batchsim.sim.recorder import RunRecord
 
 def transfer_columns(sim: DisaggregatedSimulation) -> dict[str, np.ndarray]:
     """Per request, in record order: the prefill replica that served it (-1: none), when its
-    KV started to cross the link and when it arrived, the transfer time, and the handoff time
-    from its first token to its KV at the decode replica (waiting for blocks included). NaN
-    where there was no transfer (rejected, or a one-token answer)."""
+    prefill stage computed its first token, when its KV started to cross the link and when it
+    arrived, the transfer time, and the handoff time from the prefill's first token to its KV
+    at the decode replica (waiting for blocks included). NaN where there was no transfer
+    (rejected, or a one-token answer)."""
     requests = sim.record.requests
     count = len(requests)
     prefill = np.full(count, -1, dtype=np.int32)
     start = np.full(count, np.nan)
     arrival = np.full(count, np.nan)
-    first_token = np.full(count, np.nan)
+    prefill_token = np.full(count, np.nan)
     for row, request in enumerate(requests):
         handoff = sim.handoffs.get(request.request_id)
         if handoff is None:
@@ -29,9 +30,10 @@ def transfer_columns(sim: DisaggregatedSimulation) -> dict[str, np.ndarray]:
         prefill[row] = handoff.prefill_replica
         start[row] = handoff.transfer_start_s
         arrival[row] = handoff.transfer_end_s
-        first_token[row] = request.first_token_s
-    return {"prefill_replica": prefill, "kv_transfer_start_s": start, "kv_arrival_s": arrival,
-            "kv_transfer_s": arrival - start, "kv_handoff_s": arrival - first_token}
+        prefill_token[row] = handoff.prefill_token_s
+    return {"prefill_replica": prefill, "prefill_token_s": prefill_token,
+            "kv_transfer_start_s": start, "kv_arrival_s": arrival,
+            "kv_transfer_s": arrival - start, "kv_handoff_s": arrival - prefill_token}
 
 
 def transfer_metrics(requests: pd.DataFrame, sim: DisaggregatedSimulation, *, warmup_s: float,

@@ -121,10 +121,22 @@ class DecodePool:
         self.in_flight = 0  # blocks reserved, KV on the link
         self.arrived: deque[Request] = deque()  # KV here, waiting for a batch slot
         self._on_reserved: Callable[[Request], None] | None = None
+        self._on_join: Callable[[Request], None] | None = None
+        self._recomputed = 0
+        # Joined with a recomputed token and no first token yet: a step gives them their
+        # first token, which a fast-path stretch (decodes of emitted requests) does not.
+        self._unsampled: list[Request] = []
 
-    def connect(self, on_reserved: Callable[[Request], None]) -> None:
-        """`on_reserved(request)`: its blocks are reserved here, the transfer may start."""
+    def connect(self, on_reserved: Callable[[Request], None], *,
+                on_join: Callable[[Request], None] | None = None,
+                recomputed_tokens: int = 0) -> None:
+        """`on_reserved(request)`: its blocks are reserved here, the transfer may start;
+        `on_join(request)`: it joins the batch; `recomputed_tokens`: the last prompt tokens
+        this replica computes again instead of keeping their KV (blocks are reserved for the
+        rest: a request holds blocks for exactly its computed tokens)."""
         self._on_reserved = on_reserved
+        self._on_join = on_join
+        self._recomputed = recomputed_tokens
 
     def add_request(self, request: Request, now: float) -> bool:
         """A request prefilled (or being prefilled) elsewhere will come here."""
@@ -156,25 +168,35 @@ class DecodePool:
             request = self.arrived.popleft()
             request.status = RequestStatus.RUNNING
             self.inner.running.append(request)  # holds its context's blocks: a decode
+            if self._on_join is not None:
+                self._on_join(request)
+            if self._recomputed:
+                self._unsampled.append(request)
 
     def _reserve(self) -> None:
         """Blocks for the prompt of each pending request, in order, while they are free."""
         assert self._on_reserved is not None, "connect() the decode pool before running it"
         while self.pending:
             request = self.pending[0]
-            if not self.pool.allocate(request.request_id, request.prompt_tokens):
+            if not self.pool.allocate(request.request_id,
+                                      request.prompt_tokens - self._recomputed):
                 return
             self.pending.popleft()
             self.in_flight += 1
             self._on_reserved(request)
 
     def on_step_done(self, plan: StepPlan, now: float) -> StepOutcome:
-        return self.inner.on_step_done(plan, now)
+        outcome = self.inner.on_step_done(plan, now)
+        if self._unsampled:
+            self._unsampled = [r for r in self._unsampled
+                               if not r.num_generated and not r.is_finished]
+        return outcome
 
     def repeatable_steps(self, plan: StepPlan, horizon: int) -> int:
-        """As the inner policy, unless an arrived request could join at the next step. Pending
-        requests stay blocked while the batch only decodes: free KV only shrinks."""
-        if self.arrived and self._has_slot():
+        """As the inner policy, unless an arrived request could join at the next step or a
+        joined one has yet to sample its first token. Pending requests stay blocked while the
+        batch only decodes: free KV only shrinks."""
+        if (self.arrived and self._has_slot()) or self._unsampled:
             return 1
         return self.inner.repeatable_steps(plan, horizon)
 

@@ -15,6 +15,13 @@ but the last layer's share of the bytes (1 / num_layers) may cross during that s
 layer's share follows when the step ends. Bytes cannot leave before a destination is reserved,
 so a transfer reserved after the prefill ended is sent whole.
 
+Where the client sees the first token is the engine's (`first_token`, docs/background/engines.md
+"Disaggregated deployments"): `prefill`, the prefill stage's token as it is computed; `transfer`,
+the decode replica streams that token when the request joins its batch, after the KV hand-off;
+`recompute`, the decode replica keeps all but the last prompt token's KV, recomputes that token
+in the request's first step there and samples the first token from it (the stage's is dropped).
+A one-token answer ends with its prefill stage, whatever the rule.
+
 A request that could never fit a decode replica's cache is rejected on arrival, with a reason.
 
 With `prefill_scaler` and `decode_scaler` each pool is a replica pool of its own
@@ -29,7 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Literal, Protocol
 
 from batchsim.sim.autoscaler import Autoscaler, AutoscalerSettings
 from batchsim.sim.cost_protocol import StepCostModel
@@ -49,6 +56,8 @@ from batchsim.sim.weighted_router import WeightedRouter
 
 DECODE_KV_TOO_SMALL = "decode_kv_cache_too_small"
 
+HandoffFirstToken = Literal["prefill", "transfer", "recompute"]
+
 
 class PrefillPoolPolicy(BatchingPolicy, Protocol):
     """A prefill replica's policy (policies/disaggregated.py: PrefillPool)."""
@@ -62,7 +71,9 @@ class PrefillPoolPolicy(BatchingPolicy, Protocol):
 class DecodePoolPolicy(BatchingPolicy, Protocol):
     """A decode replica's policy (policies/disaggregated.py: DecodePool)."""
 
-    def connect(self, on_reserved: Callable[[Request], None]) -> None: ...
+    def connect(self, on_reserved: Callable[[Request], None], *,
+                on_join: Callable[[Request], None] | None = None,
+                recomputed_tokens: int = 0) -> None: ...
 
     def receive(self, request: Request) -> None: ...
 
@@ -87,6 +98,7 @@ class Handoff:
     num_bytes: float
     prefill_replica: int = -1
     decode_replica: int = -1  # index in the record (prefill replicas come first)
+    prefill_token_s: float = math.nan  # the prefill stage's first token
     prefill_done: bool = False
     first_part_sent: bool = False  # layer-wise: all but the last layer's share has left
     transfer_start_s: float = math.nan
@@ -122,6 +134,7 @@ class DisaggregatedSimulation(Simulation):
         on_progress: Callable[[float], None] | None = None, frontend: Frontend | None = None,
         prefill_scaler: AutoscalerSettings | None = None,
         decode_scaler: AutoscalerSettings | None = None,
+        first_token: HandoffFirstToken = "prefill",
     ) -> None:
         super().__init__(prefill, prefill_cost, traffic, router, max_model_len=max_model_len,
                          fast_path=fast_path, on_progress=on_progress, shared_queue=shared_queue,
@@ -147,8 +160,11 @@ class DisaggregatedSimulation(Simulation):
         on_final = self._final_step_starts if link.layerwise else None
         for policy in prefill:
             policy.connect(keeps_kv=self._keeps_kv, on_final_step=on_final)
+        self.first_token = first_token
         for d in decode:
-            d.connect(self._start_transfer)
+            d.connect(self._start_transfer,
+                      on_join=self._joined if first_token == "transfer" else None,
+                      recomputed_tokens=int(first_token == "recompute"))
         self._kv_kept = [0] * len(prefill)  # per prefill replica: finished prompts' KV held
         self.first_tokens: FirstTokenSignal | None = None
         if self.pool is not None and self.autoscaler is not None:
@@ -248,9 +264,14 @@ class DisaggregatedSimulation(Simulation):
             self._kv_kept[stage.replica] += request.output_tokens > 1
             self.pool.request_ended(stage.replica)  # a draining prefill replica may stop
         request.first_scheduled_s = stage.first_scheduled_s
-        request.first_token_s = request.last_token_s = stage.first_token_s
+        handoff.prefill_token_s = stage.first_token_s
         request.num_computed_tokens = stage.num_computed_tokens
         request.num_generated = stage.num_generated
+        if self.first_token == "prefill" or request.output_tokens == 1:
+            request.first_token_s = request.last_token_s = stage.first_token_s
+        elif self.first_token == "recompute":  # the decode replica samples the first token
+            request.num_computed_tokens -= 1
+            request.num_generated = 0
         request.preemptions += stage.preemptions
         request.recomputed_tokens += stage.recomputed_tokens
         handoff.prefill_done = True
@@ -308,6 +329,15 @@ class DisaggregatedSimulation(Simulation):
         index = handoff.decode_replica - len(self.replicas)
         self._decode[index].receive(handoff.request)
         self.decode_replicas[index].wake()
+
+    def _joined(self, request: Request) -> None:
+        """`transfer`: the request joins its decode replica's batch, whose server streams the
+        prefill's token now (in step order: a step is planned after the last one's tokens)."""
+        replica = self.decode_replicas[self.handoffs[request.request_id].decode_replica
+                                       - len(self.replicas)]
+        now = self.env.now
+        shown = now if replica.stream is None else replica.stream.shown(now, 1)
+        request.first_token_s = request.last_token_s = shown
 
     def _in_system(self) -> int:
         return self._in_system_now
