@@ -167,11 +167,13 @@ class DecodePool:
         while self.arrived and self._has_slot():
             request = self.arrived.popleft()
             request.status = RequestStatus.RUNNING
+            if self._recomputed:  # its first step recomputes them and samples the first token
+                request.num_computed_tokens -= self._recomputed
+                request.num_generated = 0
+                self._unsampled.append(request)
             self.inner.running.append(request)  # holds its context's blocks: a decode
             if self._on_join is not None:
                 self._on_join(request)
-            if self._recomputed:
-                self._unsampled.append(request)
 
     def _reserve(self) -> None:
         """Blocks for the prompt of each pending request, in order, while they are free."""

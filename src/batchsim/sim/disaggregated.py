@@ -267,11 +267,10 @@ class DisaggregatedSimulation(Simulation):
         handoff.prefill_token_s = stage.first_token_s
         request.num_computed_tokens = stage.num_computed_tokens
         request.num_generated = stage.num_generated
+        # Otherwise the decode replica sets it: as it joins (`transfer`), or in its first step
+        # there (`recompute`, DecodePool._join_batch).
         if self.first_token == "prefill" or request.output_tokens == 1:
             request.first_token_s = request.last_token_s = stage.first_token_s
-        elif self.first_token == "recompute":  # the decode replica samples the first token
-            request.num_computed_tokens -= 1
-            request.num_generated = 0
         request.preemptions += stage.preemptions
         request.recomputed_tokens += stage.recomputed_tokens
         handoff.prefill_done = True
