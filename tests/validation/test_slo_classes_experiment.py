@@ -32,4 +32,4 @@ def test_the_interactive_class_keeps_its_slo_and_batch_absorbs_the_overload():
         assert of(arm, "batch", "preemptions") > 0
         assert of(arm, "interactive", "rejected_by_reason") == {}
     assert of("priority", "batch", "rejected_by_reason") == {}
-    assert of("priority-shed", "batch", "rejected_by_reason") == {"shed_overload": 68}
+    assert of("priority-shed", "batch", "rejected_by_reason") == {"shed_overload": 72}

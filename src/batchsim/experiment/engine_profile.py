@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from batchsim.experiment.schema.common import (
     AtLeastOne,
@@ -22,6 +22,7 @@ from batchsim.experiment.schema.common import (
     NonNegative,
     NonNegativeInt,
 )
+from batchsim.gpu.graph_padding import GraphPadding
 from batchsim.gpu.hardware import GpuProfile
 from batchsim.gpu.yaml_load import load_mapping
 from batchsim.sim.disaggregated import HandoffFirstToken
@@ -74,6 +75,27 @@ class EngineScheduler(ConfigModel):
     """Share of GPU memory the engine takes for weights, activations and KV cache."""
 
 
+class CudaGraphs(ConfigModel):
+    """The engine's CUDA-graph batch sizes (gpu/graph_padding.py): a step of at most the
+    largest size computes its layers at the next captured size up."""
+
+    sizes: list[AtLeastOne] = Field(min_length=1)
+    """Captured sizes in tokens per step, strictly ascending."""
+    steps: Literal["any", "decode"] = "any"
+    """Which steps replay a graph: `any` step of at most the largest size (vLLM's piecewise
+    graphs), or `decode` steps only, every sequence computing one token (SGLang,
+    TensorRT-LLM); the others run at their own size."""
+
+    @field_validator("sizes")
+    @classmethod
+    def _ascending(cls, sizes: list[int]) -> list[int]:
+        GraphPadding(tuple(sizes))  # its ValueError says what is wrong
+        return sizes
+
+    def padding(self) -> GraphPadding:
+        return GraphPadding(tuple(self.sizes), decode_only=self.steps == "decode")
+
+
 class EngineCosts(ConfigModel):
     """Costs outside the roofline's GPU kernels."""
 
@@ -112,6 +134,9 @@ class EngineProfileFile(ConfigModel):
     streams the prefill's token once the KV has arrived, when the request joins its batch
     (SGLang, TensorRT-LLM); `recompute`: the decode instance recomputes the last prompt token
     and samples the first token in its first step (vLLM's P/D connector)."""
+    cuda_graphs: CudaGraphs | None = None
+    """The engine's CUDA-graph sizes (null: every step runs at its own size, as with
+    `--enforce-eager`)."""
     costs: EngineCosts = Field(default_factory=EngineCosts)
     sources: dict[str, str] = Field(default_factory=dict)
     """Where each default comes from (engine code or documentation, with its version)."""
@@ -156,8 +181,11 @@ class EngineProfile:
                 f"TPOT {tpot.get('median_abs_error', float('nan')):.0%}")
 
     def on_gpu(self, gpu: GpuProfile) -> GpuProfile:
-        """`gpu` with this engine's per-step overheads in place of the profile's priors and
-        its compute-bound kernels at the engine's `compute_scale`."""
+        """`gpu` with this engine's per-step overheads in place of the profile's priors, its
+        compute-bound kernels at the engine's `compute_scale` and its CUDA-graph sizes."""
+        graphs = self.spec.cuda_graphs
+        if graphs is not None:
+            gpu = dataclasses.replace(gpu, graph_padding=graphs.padding())
         costs, eff = self.spec.costs, gpu.efficiency
         if (costs.step_overhead_s is None and costs.per_seq_overhead_s is None
                 and costs.compute_scale == 1.0):

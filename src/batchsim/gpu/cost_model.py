@@ -86,6 +86,9 @@ class RooflineCostModel:
         "_decode_q_heads",
         "_decode_terms_cache",
         "_efficiency",
+        "_graph_decode_only",
+        "_graph_max_tokens",
+        "_graph_tokens",
         "_head_dim",
         "_hybrid",
         "_kv_element_bytes",
@@ -199,6 +202,10 @@ class RooflineCostModel:
         self._step_overhead_s = eff.step_overhead_s
         self._per_seq_overhead_s = eff.per_seq_overhead_s
         self._data_parallel_ranks = shape.data_parallel_ranks
+        padding = gpu.graph_padding
+        self._graph_tokens = [] if padding is None else padding.table()
+        self._graph_max_tokens = len(self._graph_tokens) - 1  # -1: no graphs, nothing padded
+        self._graph_decode_only = padding is not None and padding.decode_only
 
     def step_time(
         self, new_tokens: np.ndarray, context_tokens: np.ndarray, num_emitting: int,
@@ -269,7 +276,13 @@ class RooflineCostModel:
     def _fixed_parts(self, total_new: int, num_emitting: int,
                      num_seqs: int) -> tuple[float, float, float, bool]:
         """What a step costs besides attention: the layers' GEMMs and the LM head, the
-        all-reduces, and the per-step overhead (linear, communication, overhead, bound)."""
+        all-reduces, and the per-step overhead (linear, communication, overhead, bound).
+
+        A step the engine runs as a CUDA graph computes its layers at the graph's size
+        (gpu/graph_padding.py); its LM head runs on the emitting rows only."""
+        if total_new <= self._graph_max_tokens and (
+                total_new == num_seqs or not self._graph_decode_only):
+            total_new = self._graph_tokens[total_new]
         layers = self._layer_cache.get(total_new)
         if layers is None:
             layers = self._layer_cost(total_new)

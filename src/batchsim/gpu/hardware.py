@@ -25,6 +25,7 @@ from batchsim.gpu.dtypes import (
     check_weight_dtype,
     gemm_kernel_dtype,
 )
+from batchsim.gpu.graph_padding import GraphPadding
 from batchsim.gpu.yaml_load import load_mapping
 
 _PROFILE_PACKAGE = "batchsim.hardware_profiles"
@@ -241,6 +242,9 @@ class GpuProfile:
     # Each GPU's own NIC to the other domains; None: layouts beyond a domain are refused.
     inter_node_bandwidth_bytes_per_s: float | None = None  # per direction
     inter_node_latency_s: float | None = None  # per step of a ring over the network
+    # The serving engine's CUDA-graph sizes, set by its engine profile (None: every step runs
+    # at its own token count, as the operator tables timed the kernels).
+    graph_padding: GraphPadding | None = None
 
     @property
     def domain_gpus(self) -> int:

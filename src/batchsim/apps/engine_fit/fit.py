@@ -7,8 +7,8 @@ simulation of a case, so the fit is Gauss-Newton on simulations: each iteration 
 sensitivity of every case's mean TTFT and TPOT to each cost by finite differences, solves the
 least-squares problem of the log errors on that linear model (scipy's bounded trust-region
 solver), and simulates the step, halving it until the simulated error falls; it stops when the
-costs stop moving or no step helps. Held-out cases are simulated only at the end, with the
-fitted costs.
+costs stop moving or no step helps, even with sensitivities measured over wider moves.
+Held-out cases are simulated only at the end, with the fitted costs.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ _LOWER = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.1])
 # Each finite difference moves a cost by a tenth of its value (a tenth of its scale above,
 # when it is smaller): the responses bend over larger moves.
 _RELATIVE_STEP = 0.1
+# When no step along the linear model lowers the error, the sensitivities are measured once
+# more over moves this many times wider before the fit gives up: an engine's CUDA-graph sizes
+# make step times jump where a step's token count crosses a captured size, and a narrow
+# difference can straddle one such jump rather than follow the trend.
+_WIDER_STEP = 3.0
 SERIAL_STARTS = (0.01,)  # `--serial-starts` of the command
 _HALVINGS = 4
 _CONVERGED = 0.05  # stop when no cost moves by more than this share of its scale
@@ -123,9 +128,9 @@ def _descend(simulate: _Simulator, cases: Sequence[MeasuredCase], measured: np.n
     """Gauss-Newton from `theta`, moving only the `freed` costs: (error, costs, their
     simulation, iterations)."""
     cost = _cost(_means(latest), measured)
-    iterations = 0
+    iterations, widen = 0, 1.0
     for iterations in range(1, max_iterations + 1):
-        jacobian = _sensitivities(simulate, cases, theta, freed)
+        jacobian = _sensitivities(simulate, cases, theta, freed, widen)
         step = np.zeros_like(theta)
         step[freed] = _solve(_means(latest), theta[freed], jacobian[:, :, freed], measured,
                              _SCALES[freed], _LOWER[freed]) - theta[freed]
@@ -136,8 +141,11 @@ def _descend(simulate: _Simulator, cases: Sequence[MeasuredCase], measured: np.n
                 break
             step = step / 2
         else:
+            if widen == 1.0:  # the narrow differences may have met a jump: look wider once
+                widen = _WIDER_STEP
+                continue
             break  # no step along the linear model improves the simulated error: done
-        theta, latest, cost = theta + step, trial, trial_cost
+        theta, latest, cost, widen = theta + step, trial, trial_cost, 1.0
         say(f"  iteration {iterations}: {_named(theta)} (robust log error {cost:.4g})")
         if np.max(np.abs(step) / _SCALES) < _CONVERGED:
             break
@@ -158,10 +166,11 @@ def _starts(start: np.ndarray, serial_starts: Sequence[float]) -> list[np.ndarra
 
 
 def _sensitivities(simulate: _Simulator, cases: Sequence[MeasuredCase], theta: np.ndarray,
-                   freed: np.ndarray) -> np.ndarray:
+                   freed: np.ndarray, widen: float = 1.0) -> np.ndarray:
     """d(mean TTFT, mean TPOT)/d(cost) per case, by central differences (one-sided at 0), for
-    the `freed` costs (zero for the others, which are not simulated)."""
-    steps = np.maximum(_RELATIVE_STEP * theta, _SCALES / 10)
+    the `freed` costs (zero for the others, which are not simulated), over moves `widen` times
+    the usual."""
+    steps = widen * np.maximum(_RELATIVE_STEP * theta, _SCALES / 10)
     jacobian = np.zeros((len(cases), 2, len(PARAMETERS)))
     for j in np.flatnonzero(freed):
         up = _means(_aligned(simulate(cases, theta + steps * np.eye(len(PARAMETERS))[j])

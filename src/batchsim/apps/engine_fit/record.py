@@ -22,7 +22,8 @@ METHOD = ("batchsim calibrate engine: every case simulated as batchsim replay do
           "to log(1.25) and growing linearly past it (scipy's soft_l1 loss) "
           "(Gauss-Newton on simulations: sensitivities by finite differences, scipy "
           "least_squares with costs >= 0 and a compute scale >= 0.1, each step simulated and "
-          "halved until the error falls)")
+          "halved until the error falls, the sensitivities measured again over moves three "
+          "times wider when no halving does)")
 WRITTEN_BY = "# Costs and calibration written by `batchsim calibrate engine`."
 
 
