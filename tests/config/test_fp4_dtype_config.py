@@ -22,7 +22,7 @@ def test_fp4_weights_are_accepted(write_yaml: WriteYaml, minimal_data: dict, wei
     ("key", "value", "expected"),
     [
         ("weights", "fp4", "bf16, fp8, int8, int4, nvfp4, mxfp4"),
-        ("kv_cache", "nvfp4", "bf16, fp8, int8"),
+        ("kv_cache", "mxfp4", "bf16, fp8, int8, nvfp4"),
     ],
 )
 def test_unknown_formats_get_one_line_naming_the_key(

@@ -40,6 +40,7 @@ _USER_ERRORS: ClassNames = (
     ("batchsim.experiment.engine_profile", "EngineProfileError"),
     ("batchsim.experiment.speculative_setup", "SpeculativeSetupError"),
     ("batchsim.gpu.hardware", "HardwareError"),
+    ("batchsim.gpu.dtypes", "DtypeError"),
     ("batchsim.gpu.model_spec", "ModelError"),
     ("batchsim.gpu.memory", "ModelDoesNotFitError"),
     ("batchsim.workloads.errors", "WorkloadError"),

@@ -28,7 +28,10 @@ FP4_WEIGHT_DTYPES: Final[frozenset[str]] = frozenset({"nvfp4", "mxfp4"})
 WEIGHT_DTYPES: Final[frozenset[str]] = (
     frozenset({"bf16", "fp8", "int8", "int4"}) | FP4_WEIGHT_DTYPES
 )
-KV_DTYPES: Final[frozenset[str]] = frozenset({"bf16", "fp8", "int8"})
+# An NVFP4 KV cache (TensorRT-LLM's `kv_cache_config.dtype: nvfp4`, SGLang's FP4 KV) is read
+# by Blackwell attention kernels only: a GPU without FP4 tensor cores is refused.
+FP4_KV_DTYPES: Final[frozenset[str]] = frozenset({"nvfp4"})
+KV_DTYPES: Final[frozenset[str]] = frozenset({"bf16", "fp8", "int8"}) | FP4_KV_DTYPES
 
 ACTIVATION_BYTES: Final[float] = 2.0
 """Activations (GEMM inputs/outputs, all-reduce payloads) stay in bf16 whatever the weights are."""
@@ -104,4 +107,13 @@ def check_kv_dtype(dtype: str) -> str:
     if dtype not in KV_DTYPES:
         known = ", ".join(sorted(KV_DTYPES))
         raise DtypeError(f"KV-cache dtype {dtype!r} is not supported; expected one of {known}")
+    return dtype
+
+
+def check_kv_dtype_on(dtype: str, *, gpu_name: str, fp4_cores: bool) -> str:
+    """`check_kv_dtype`, and an FP4 KV cache only on a GPU with FP4 tensor cores."""
+    check_kv_dtype(dtype)
+    if dtype in FP4_KV_DTYPES and not fp4_cores:
+        raise DtypeError(f"an {dtype} KV cache needs FP4 tensor cores (a Blackwell GPU, whose "
+                         f"profile gives peak_flops.fp4); {gpu_name} has none: use fp8")
     return dtype
