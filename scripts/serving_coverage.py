@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from batchsim.apps.replay.deployment import Layout, replay_layout
+from batchsim.apps.replay.deployment import Layout, expert_quantization_problem, replay_layout
 from batchsim.apps.replay.names import gpu_profile, library_model, weight_dtype
 from batchsim.gpu.hardware import HardwareError, load_gpu_profile
 from batchsim.gpu.memory import ModelDoesNotFitError, plan_memory
@@ -86,6 +86,9 @@ def why_not(row: Mapping[str, object], engines: set[str]) -> str | None:
     weights = weight_dtype(quant)
     if weights is None:
         return f"GEMM quantisation {quant!r} not modelled"
+    experts = expert_quantization_problem(name, weights, _text(row, "moe_quant_mode"))
+    if experts is not None:
+        return experts
     for pool, pp, layout in pool_layouts(row, name):
         if isinstance(layout, str):
             return f"layout: {layout}"

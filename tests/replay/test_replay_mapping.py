@@ -23,12 +23,12 @@ from batchsim.gpu.model_spec import library_model_names
 
 HEADER = ["id", "backend", "backend_version", "model_path", "system", "mode", "gemm_quant_mode",
           "isl", "osl", "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size",
-          "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms"]
+          "moe_ep_size", "moe_quant_mode", "silicon_ttft_ms", "silicon_tpot_ms"]
 BASE = {"id": "c1", "backend": "sglang", "backend_version": "",
         "model_path": "deepseek-ai/DeepSeek-R1", "system": "h200_sxm", "mode": "agg",
         "gemm_quant_mode": "fp8", "isl": "1024", "osl": "128", "batch_size": "32",
         "tp_size": "8", "pp_size": "1",
-        "attention_dp_size": "", "moe_tp_size": "", "moe_ep_size": "",
+        "attention_dp_size": "", "moe_tp_size": "", "moe_ep_size": "", "moe_quant_mode": "",
         "silicon_ttft_ms": "200", "silicon_tpot_ms": "20"}
 
 
@@ -168,10 +168,27 @@ def test_a_data_parallel_attention_case_on_blackwell_in_fp4(tmp_path: Path) -> N
     ({"moe_ep_size": "x"}, "moe_ep_size: expected a positive number or nothing, got 'x'"),
     ({"attention_dp_size": "1.5"}, "attention_dp_size: expected a whole number"),
     ({"mode": "disagg"}, "disaggregated rows are not replayed yet"),
+    ({"moe_quant_mode": "nvfp4"}, "expert quantisation 'nvfp4' (moe_quant_mode, nvfp4) differs "
+                                  "from the GEMMs' (fp8): one weight format per model"),
+    ({"moe_quant_mode": "w4a8_mxfp4"}, "expert quantisation 'w4a8_mxfp4' (moe_quant_mode) is "
+                                       "not modelled"),
 ])
 def test_a_refused_case_says_why(tmp_path: Path, changes: dict[str, str], reason: str) -> None:
     refused = _experiment(tmp_path, **changes)
     assert isinstance(refused, str) and reason in refused
+
+
+@pytest.mark.parametrize(("changes", "weights"), [
+    ({"moe_quant_mode": "fp8_block"}, "fp8"),  # the experts' fp8 flavour: the same format
+    # The tables fill `moe_quant_mode` for dense models too, where it means nothing.
+    ({"model_path": "meta-llama/Llama-3.1-8B-Instruct", "gemm_quant_mode": "",
+      "moe_quant_mode": "fp8", "tp_size": "1"}, "bf16"),
+])
+def test_an_expert_quantisation_the_model_runs_is_replayed(
+        tmp_path: Path, changes: dict[str, str], weights: str) -> None:
+    experiment = _experiment(tmp_path, **changes)
+    assert isinstance(experiment, dict), experiment
+    assert experiment["dtype"]["weights"] == weights
 
 
 @pytest.mark.parametrize(("backend", "running"), [("vllm", 32), ("sglang", 32), ("trtllm", 31)])

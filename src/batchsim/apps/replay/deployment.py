@@ -63,6 +63,9 @@ def case_experiment(case: MeasuredCase, client: BenchmarkClient, engine: EngineP
     weights = weight_dtype(case.quantization)
     if weights is None:
         return f"GEMM quantisation {case.quantization!r} is not modelled"
+    experts = expert_quantization_problem(model, weights, case.expert_quantization)
+    if experts is not None:
+        return experts
     layout = replay_layout(model, case.tensor_parallel, case.pipeline_parallel,
                            case.attention_data_parallel, case.moe_tensor_parallel,
                            case.moe_expert_parallel)
@@ -101,6 +104,20 @@ class Layout:
     tensor_parallel: int
     expert_parallel: int = 1
     data_parallel_attention: bool = False
+
+
+def expert_quantization_problem(model: str, weights: str, expert_quantization: str) -> str | None:
+    """Why a mixture-of-experts model's expert quantisation cannot be replayed: batchsim runs
+    one weight format for the GEMMs and the routed experts (`dtype.weights`)."""
+    if not expert_quantization or not _is_moe(model):
+        return None
+    experts = weight_dtype(expert_quantization)
+    if experts is None:
+        return f"expert quantisation {expert_quantization!r} (moe_quant_mode) is not modelled"
+    if experts != weights:
+        return (f"expert quantisation {expert_quantization!r} (moe_quant_mode, {experts}) "
+                f"differs from the GEMMs' ({weights}): one weight format per model is modelled")
+    return None
 
 
 def replay_layout(model: str, tensor_parallel: int, pipeline_parallel: int = 1,

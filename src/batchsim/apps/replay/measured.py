@@ -68,6 +68,9 @@ class MeasuredCase:
     engine_max_batch: int | None = None
     engine_token_budget: int | None = None
     engine_mixed_prefill: bool | None = None
+    # A mixture-of-experts model's routed-expert quantisation (the tables' `moe_quant_mode`;
+    # "" when not given: the GEMMs' own). The tables fill it for dense models too.
+    expert_quantization: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,7 @@ def _case(row: dict[str, str], source: str) -> MeasuredCase | str:
         engine_version=version,
         engine_max_batch=launch.max_batch, engine_token_budget=launch.token_budget,
         engine_mixed_prefill=launch.mixed_prefill,
+        expert_quantization=row.get("moe_quant_mode", "").strip(),
     )
 
 
