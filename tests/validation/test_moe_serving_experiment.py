@@ -133,3 +133,37 @@ def test_the_how_to_quotes_the_imbalanced_run(result: ExperimentResult, doc: str
     assert p50(skewed, "tp8") == p50(result, "tp8")  # "while `tp8` is unchanged"
     for name in ("tp8-ep8", "dp-attention-ep8"):
         assert p50(skewed, name) > p50(result, name)
+
+
+@pytest.mark.slow  # three more runs of the experiment at lower rates: about 30 s
+def test_the_how_to_quotes_where_the_kv_cliff_lies(result: ExperimentResult, doc: str) -> None:
+    """The page's reading of `tp8` below and at its KV limit: where preemption starts, and
+    what the recomputation costs at the shipped rate."""
+    text = " ".join(doc.split())
+    results = {rate: _run(f"workload.arrivals.rate={rate}") for rate in (3.6, 3.75, 4.0)}
+    runs = {rate: _arm(run, "tp8") for rate, run in results.items()}
+    calm = runs[3.6]
+    peak = calm["kv_utilization"]["max"]  # type: ignore[index]
+    assert (f"At 3.6 requests/s `tp8`'s KV use peaks at {peak:.0%} and nothing is preempted; "
+            f"at 3.75 it preempts {runs[3.75]['preemptions']} times and at 4.0 "
+            f"{runs[4.0]['preemptions']} times") in text
+    assert calm["preemptions"] == 0 and runs[3.75]["preemptions"] > 0  # type: ignore[operator]
+    dp = _arm(results[3.6], "dp-attention-ep8")
+    share = _arm(result, "tp8")["recomputed_token_fraction"]
+    assert (f"({share:.0%} of all it computes; at 3.6 requests/s, with no preemptions, TPOT p50 "
+            f"is {dp['tpot_s']['p50'] * 1e3:.1f} vs {calm['tpot_s']['p50'] * 1e3:.1f} ms)"  # type: ignore[index]
+            ) in text
+
+
+def test_the_how_to_quotes_the_tensor_parallel_arms_ranges(result: ExperimentResult,
+                                                           doc: str) -> None:
+    text = " ".join(doc.split())
+    arms = [_arm(result, name) for name in ("tp8", "tp8-ep8")]
+
+    def span(key: str, quantile: str, scale: float) -> str:
+        values = sorted(arm[key][quantile] * scale for arm in arms)  # type: ignore[index]
+        return f"{values[0]:.0f}–{values[1]:.0f}"
+
+    assert (f"(p50 {span('ttft_s', 'p50', 1)} s, p99 {span('ttft_s', 'p99', 1)} s, against the "
+            f"SLO's 5)") in text
+    assert f"({span('tpot_s', 'p99', 1e3)} ms)" in text
