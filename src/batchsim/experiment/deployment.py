@@ -16,7 +16,7 @@ from batchsim.experiment.engine_profile import (
 from batchsim.experiment.hybrid_checks import check_hybrid_arms
 from batchsim.experiment.schema import Experiment
 from batchsim.gpu.cost_model import RooflineCostModel
-from batchsim.gpu.dtypes import DtypeError, check_kv_dtype_on
+from batchsim.gpu.dtypes import DtypeError
 from batchsim.gpu.hardware import GpuProfile, HardwareError, load_gpu_profile
 from batchsim.gpu.memory import MemoryPlan, ModelDoesNotFitError, plan_memory
 from batchsim.gpu.model_spec import ModelError, ModelSpec, load_model
@@ -58,8 +58,7 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
     _check_layout(exp, model)
     check_hybrid_arms(exp, model)
     with keyed_error("dtype.kv_cache", DtypeError):
-        check_kv_dtype_on(exp.dtype.kv_cache, gpu_name=gpu.name,
-                          fp4_cores=gpu.peak_flops.fp4 is not None)
+        gpu.check_kv_dtype(exp.dtype.kv_cache)
     with keyed_error("tensor_parallel", ModelError, ModelDoesNotFitError):
         memory = plan_memory(
             model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,

@@ -24,7 +24,6 @@ from batchsim.gpu.attention_layers import STATE_ELEMENT_BYTES
 from batchsim.gpu.dtypes import (
     ACTIVATION_BYTES,
     bytes_per_element,
-    check_kv_dtype_on,
     check_weight_dtype,
 )
 from batchsim.gpu.gemm_group import GemmGroup
@@ -125,7 +124,7 @@ class RooflineCostModel:
         moe_imbalance: float = 1.0,
     ) -> None:
         check_weight_dtype(weight_dtype)
-        check_kv_dtype_on(kv_dtype, gpu_name=gpu.name, fp4_cores=gpu.peak_flops.fp4 is not None)
+        gpu.check_kv_dtype(kv_dtype)
         layout = Parallelism(tensor_parallel, expert_parallel, data_parallel_attention)
         check_parallelism(model, layout)
         problem = span_problem(gpu, tensor_parallel, f"tensor_parallel={tensor_parallel}")

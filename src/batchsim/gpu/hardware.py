@@ -22,6 +22,7 @@ from batchsim.gpu.dtypes import (
     FITTED_FP4_KEYS,
     FP4_WEIGHT_DTYPES,
     WEIGHT_DTYPES,
+    check_kv_dtype_on,
     check_weight_dtype,
     gemm_kernel_dtype,
 )
@@ -245,6 +246,12 @@ class GpuProfile:
     # The serving engine's CUDA-graph sizes, set by its engine profile (None: every step runs
     # at its own token count, as the operator tables timed the kernels).
     graph_padding: GraphPadding | None = None
+
+    def check_kv_dtype(self, kv_dtype: str) -> str:
+        """`kv_dtype` if this GPU's attention kernels read a KV cache stored in it (an FP4 one
+        needs FP4 tensor cores), else DtypeError."""
+        return check_kv_dtype_on(kv_dtype, gpu_name=self.name,
+                                 fp4_cores=self.peak_flops.fp4 is not None)
 
     @property
     def domain_gpus(self) -> int:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from batchsim.gpu.dtypes import (
     ACTIVATION_BYTES,
     bytes_per_element,
-    check_kv_dtype_on,
     check_weight_dtype,
 )
 from batchsim.gpu.hardware import GpuProfile
@@ -155,7 +154,7 @@ def plan_memory(
     """Size the KV-block pool: floor((memory x util - weights/tp - reserve) / block bytes),
     on the last pipeline stage's GPUs (the fullest) when there are several."""
     check_weight_dtype(weight_dtype)
-    check_kv_dtype_on(kv_dtype, gpu_name=gpu.name, fp4_cores=gpu.peak_flops.fp4 is not None)
+    gpu.check_kv_dtype(kv_dtype)
     if not 0 < gpu_memory_utilization <= 1:
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
     if block_size < 1:
