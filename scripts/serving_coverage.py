@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from batchsim.apps.replay.deployment import Layout, expert_quantization_problem, replay_layout
+from batchsim.apps.replay.deployment import Layout, Refusal, replay_expert_dtype, replay_layout
 from batchsim.apps.replay.names import gpu_profile, library_model, weight_dtype
 from batchsim.gpu.hardware import HardwareError, load_gpu_profile
 from batchsim.gpu.memory import ModelDoesNotFitError, plan_memory
@@ -86,9 +86,9 @@ def why_not(row: Mapping[str, object], engines: set[str]) -> str | None:
     weights = weight_dtype(quant)
     if weights is None:
         return f"GEMM quantisation {quant!r} not modelled"
-    experts = expert_quantization_problem(name, weights, _text(row, "moe_quant_mode"))
-    if experts is not None:
-        return experts
+    experts = replay_expert_dtype(name, weights, _text(row, "moe_quant_mode"))
+    if isinstance(experts, Refusal):
+        return experts.reason
     for pool, pp, layout in pool_layouts(row, name):
         if isinstance(layout, str):
             return f"layout: {layout}"
@@ -96,7 +96,7 @@ def why_not(row: Mapping[str, object], engines: set[str]) -> str | None:
             # experiment/disaggregation.py refuses pipeline stages in a disaggregated pool.
             return "disaggregated pool with pipeline parallelism"
         failure = layout_failure(name, gpu, weights, layout.tensor_parallel, pp,
-                                 layout.expert_parallel, layout.data_parallel_attention)
+                                 layout.expert_parallel, layout.data_parallel_attention, experts)
         if failure is not None:
             return failure
     return None
@@ -104,7 +104,7 @@ def why_not(row: Mapping[str, object], engines: set[str]) -> str | None:
 
 @cache
 def layout_failure(model_name: str, gpu_name: str, weights: str, tp: int, pp: int, ep: int,
-                   dp_attention: bool) -> str | None:
+                   dp_attention: bool, experts: str | None = None) -> str | None:
     """Why one pool's layout cannot be planned (memory, parallelism), or None; each distinct
     layout is planned once (a table repeats them over its workloads)."""
     try:
@@ -113,7 +113,7 @@ def layout_failure(model_name: str, gpu_name: str, weights: str, tp: int, pp: in
         plan_memory(model, load_gpu_profile(gpu_name), tensor_parallel=tp,
                     weight_dtype=weights, kv_dtype="bf16", gpu_memory_utilization=0.9,
                     block_size=16, pipeline_parallel=pp, expert_parallel=ep,
-                    data_parallel_attention=dp_attention)
+                    data_parallel_attention=dp_attention, expert_dtype=experts)
     except (HardwareError, ModelError, ModelDoesNotFitError, ValueError) as err:
         return f"layout: {type(err).__name__}"
     return None

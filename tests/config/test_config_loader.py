@@ -62,7 +62,7 @@ def test_resolved_dump_round_trips(write_yaml: WriteYaml, minimal_data: dict[str
 
     assert again == exp
     resolved = yaml.safe_load(dumped)
-    assert resolved["dtype"] == {"weights": "bf16", "kv_cache": "bf16"}
+    assert resolved["dtype"] == {"weights": "bf16", "experts": None, "kv_cache": "bf16"}
     assert resolved["policies"][1]["max_num_seqs"] == 256
     assert list(resolved) == list(Experiment.model_fields)
 

@@ -168,8 +168,6 @@ def test_a_data_parallel_attention_case_on_blackwell_in_fp4(tmp_path: Path) -> N
     ({"moe_ep_size": "x"}, "moe_ep_size: expected a positive number or nothing, got 'x'"),
     ({"attention_dp_size": "1.5"}, "attention_dp_size: expected a whole number"),
     ({"mode": "disagg"}, "disaggregated rows are not replayed yet"),
-    ({"moe_quant_mode": "nvfp4"}, "expert quantisation 'nvfp4' (moe_quant_mode, nvfp4) differs "
-                                  "from the GEMMs' (fp8): one weight format per model"),
     ({"moe_quant_mode": "w4a8_mxfp4"}, "expert quantisation 'w4a8_mxfp4' (moe_quant_mode) is "
                                        "not modelled"),
 ])
@@ -178,17 +176,20 @@ def test_a_refused_case_says_why(tmp_path: Path, changes: dict[str, str], reason
     assert isinstance(refused, str) and reason in refused
 
 
-@pytest.mark.parametrize(("changes", "weights"), [
-    ({"moe_quant_mode": "fp8_block"}, "fp8"),  # the experts' fp8 flavour: the same format
+@pytest.mark.parametrize(("changes", "weights", "experts"), [
+    ({"moe_quant_mode": "fp8_block"}, "fp8", None),  # the experts' fp8 flavour: the same format
+    # Experts quantised apart from the GEMMs run in their own format (`dtype.experts`).
+    ({"moe_quant_mode": "nvfp4"}, "fp8", "nvfp4"),
     # The tables fill `moe_quant_mode` for dense models too, where it means nothing.
     ({"model_path": "meta-llama/Llama-3.1-8B-Instruct", "gemm_quant_mode": "",
-      "moe_quant_mode": "fp8", "tp_size": "1"}, "bf16"),
+      "moe_quant_mode": "fp8", "tp_size": "1"}, "bf16", None),
 ])
 def test_an_expert_quantisation_the_model_runs_is_replayed(
-        tmp_path: Path, changes: dict[str, str], weights: str) -> None:
+        tmp_path: Path, changes: dict[str, str], weights: str, experts: str | None) -> None:
     experiment = _experiment(tmp_path, **changes)
     assert isinstance(experiment, dict), experiment
     assert experiment["dtype"]["weights"] == weights
+    assert experiment["dtype"].get("experts") == experts
 
 
 @pytest.mark.parametrize(("backend", "running"), [("vllm", 32), ("sglang", 32), ("trtllm", 31)])

@@ -16,7 +16,7 @@ from batchsim.experiment.engine_profile import (
 from batchsim.experiment.hybrid_checks import check_hybrid_arms
 from batchsim.experiment.schema import Experiment
 from batchsim.gpu.cost_model import RooflineCostModel
-from batchsim.gpu.dtypes import DtypeError
+from batchsim.gpu.dtypes import DtypeError, check_expert_dtype
 from batchsim.gpu.hardware import GpuProfile, HardwareError, load_gpu_profile
 from batchsim.gpu.memory import MemoryPlan, ModelDoesNotFitError, plan_memory
 from batchsim.gpu.model_spec import ModelError, ModelSpec, load_model
@@ -59,13 +59,14 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
     check_hybrid_arms(exp, model)
     with keyed_error("dtype.kv_cache", DtypeError):
         gpu.check_kv_dtype(exp.dtype.kv_cache)
+    experts = expert_dtype(exp, model)
     with keyed_error("tensor_parallel", ModelError, ModelDoesNotFitError):
         memory = plan_memory(
             model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,
             kv_dtype=exp.dtype.kv_cache, gpu_memory_utilization=exp.gpu_memory_utilization,
             block_size=exp.kv_cache.block_size, pipeline_parallel=exp.pipeline_parallel,
             expert_parallel=exp.expert_parallel,
-            data_parallel_attention=exp.data_parallel_attention,
+            data_parallel_attention=exp.data_parallel_attention, expert_dtype=experts,
         )
     cost: RooflineCostModel | PipelineCostModel
     if model.moe is not None and exp.pipeline_parallel == 1:  # routed experts: gpu/moe_cost.py
@@ -73,11 +74,13 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
             model, gpu, tensor_parallel=exp.tensor_parallel, weight_dtype=exp.dtype.weights,
             kv_dtype=exp.dtype.kv_cache, expert_parallel=exp.expert_parallel,
             data_parallel_attention=exp.data_parallel_attention,
-            moe_imbalance=exp.moe_imbalance)
+            moe_imbalance=exp.moe_imbalance, expert_dtype=experts)
     else:
+        options = {"expert_dtype": experts} if experts is not None else {}
         cost = build_cost_model(model, gpu, tensor_parallel=exp.tensor_parallel,
                                 pipeline_parallel=exp.pipeline_parallel,
-                                weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache)
+                                weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache,
+                                **options)
     swap_blocks = int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes)
     return Deployment(
         model=model, gpu=gpu, kernel_gpu=kernel_gpu, memory=memory,
@@ -85,6 +88,15 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
         max_model_len=exp.max_model_len or model.max_position_embeddings, cost_model=cost,
         engine=engine,
     )
+
+
+def expert_dtype(exp: Experiment, model: ModelSpec) -> str | None:
+    """`dtype.experts` where it differs from `dtype.weights` (None where the same), refused
+    under its key for a model without routed experts."""
+    with keyed_error("dtype.experts", DtypeError):
+        check_expert_dtype(exp.dtype.experts, model_name=model.name,
+                           routed_experts=model.moe is not None)
+    return exp.dtype.experts if exp.dtype.experts != exp.dtype.weights else None
 
 
 def resolve_engine(exp: Experiment, base_dir: Path) -> EngineProfile:

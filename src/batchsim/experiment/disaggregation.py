@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from batchsim.experiment.deployment import expert_dtype
 from batchsim.experiment.engine_profile import EngineProfile
 from batchsim.experiment.policy_factory import ArmError
 from batchsim.experiment.pool_scaling import pool_scalers, pool_slots
@@ -68,6 +69,7 @@ def resolve_pool(exp: Experiment, arm: DisaggregatedArm, index: int, role: str,
     with _pool_key(f"policies.{index}.{role}_hardware" if hardware else "hardware", role):
         gpu = engine.on_gpu(load_gpu_profile(hardware or exp.hardware, base_dir))
     layout, keys = _pool_layout(exp, arm, index, role)
+    experts = expert_dtype(exp, model)
     if not layout.data_parallel_attention:  # heads split by tensor parallelism
         with _pool_key(keys.tensor_parallel, role):
             model.check_tensor_parallel(layout.tensor_parallel)
@@ -79,12 +81,13 @@ def resolve_pool(exp: Experiment, arm: DisaggregatedArm, index: int, role: str,
                              gpu_memory_utilization=exp.gpu_memory_utilization,
                              block_size=exp.kv_cache.block_size,
                              expert_parallel=layout.expert_parallel,
-                             data_parallel_attention=layout.data_parallel_attention)
+                             data_parallel_attention=layout.data_parallel_attention,
+                             expert_dtype=experts)
     cost = RooflineCostModel(model, gpu, tensor_parallel=layout.tensor_parallel,
                              weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache,
                              expert_parallel=layout.expert_parallel,
                              data_parallel_attention=layout.data_parallel_attention,
-                             moe_imbalance=exp.moe_imbalance)
+                             moe_imbalance=exp.moe_imbalance, expert_dtype=experts)
     return Pool(role, pool_slots(arm, role), layout.tensor_parallel, gpu, memory,
                 exp.kv_cache.num_blocks or memory.num_blocks,
                 int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes), cost, layout)

@@ -61,9 +61,12 @@ def build_drafter(config: SpeculativeConfig, exp: Experiment, target: ModelSpec,
     dtype = exp.dtype.weights
     if config.method == "mtp":
         module = mtp_module(target)
+        # A MoE layer of the target's: its experts in the target's expert format.
+        experts = exp.dtype.experts if module.moe is not None else None
         # The MTP layer shares the target's embedding and LM head: only its layer is extra.
-        weights = (weights_bytes_per_gpu(replace(module, num_layers=2), tp, dtype)
-                   - weights_bytes_per_gpu(module, tp, dtype))
+        weights = (weights_bytes_per_gpu(replace(module, num_layers=2), tp, dtype,
+                                         expert_dtype=experts)
+                   - weights_bytes_per_gpu(module, tp, dtype, expert_dtype=experts))
     else:
         assert config.draft_model is not None  # checked by the schema
         module = load_model(config.draft_model, base_dir)
@@ -72,9 +75,10 @@ def build_drafter(config: SpeculativeConfig, exp: Experiment, target: ModelSpec,
                 f"draft_model: {module.name} has a vocabulary of {module.vocab_size} tokens "
                 f"but {target.name} has {target.vocab_size}; a draft model must share the "
                 "target's tokenizer")
+        experts = None  # a separate checkpoint: stored as `dtype.weights` says
         weights = weights_bytes_per_gpu(module, tp, dtype)
     cost = RooflineCostModel(module, gpu, tensor_parallel=tp, weight_dtype=dtype,
-                             kv_dtype=exp.dtype.kv_cache)
+                             kv_dtype=exp.dtype.kv_cache, expert_dtype=experts)
     return Drafter(config, cost, weights, cost.kv_bytes_per_token_per_gpu)
 
 

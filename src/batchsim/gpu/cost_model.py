@@ -24,6 +24,7 @@ from batchsim.gpu.attention_layers import STATE_ELEMENT_BYTES
 from batchsim.gpu.dtypes import (
     ACTIVATION_BYTES,
     bytes_per_element,
+    check_expert_dtype,
     check_weight_dtype,
 )
 from batchsim.gpu.gemm_group import GemmGroup
@@ -122,8 +123,11 @@ class RooflineCostModel:
         expert_parallel: int = 1,
         data_parallel_attention: bool = False,
         moe_imbalance: float = 1.0,
+        expert_dtype: str | None = None,
     ) -> None:
         check_weight_dtype(weight_dtype)
+        check_expert_dtype(expert_dtype, model_name=model.name,
+                           routed_experts=model.moe is not None)
         gpu.check_kv_dtype(kv_dtype)
         layout = Parallelism(tensor_parallel, expert_parallel, data_parallel_attention)
         check_parallelism(model, layout)
@@ -145,7 +149,7 @@ class RooflineCostModel:
         if (model.moe is not None or model.mla is not None or data_parallel_attention
                 or model.num_linear_layers):
             self._layer_stack = LayerStackCost(model, gpu, layout, weight_dtype=weight_dtype,
-                                               imbalance=moe_imbalance)
+                                               imbalance=moe_imbalance, expert_dtype=expert_dtype)
 
         self._layer_gemms = GemmGroup(
             shapes=(

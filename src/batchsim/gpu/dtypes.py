@@ -102,6 +102,18 @@ def check_weight_dtype(dtype: str) -> str:
     return dtype
 
 
+def check_expert_dtype(dtype: str | None, *, model_name: str, routed_experts: bool) -> str | None:
+    """Return `dtype`, the routed experts' own weight format (None: the other weights'), if
+    the experts may be stored in it and the model has routed experts, else raise DtypeError."""
+    if dtype is None:
+        return None
+    check_weight_dtype(dtype)
+    if not routed_experts:
+        raise DtypeError(f"{model_name} has no routed experts: an expert weight format applies "
+                         "to mixture-of-experts models only")
+    return dtype
+
+
 def check_kv_dtype(dtype: str) -> str:
     """Return `dtype` if the KV cache may be stored in it, else raise DtypeError."""
     if dtype not in KV_DTYPES:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from batchsim.gpu.dtypes import (
     ACTIVATION_BYTES,
     bytes_per_element,
+    check_expert_dtype,
     check_weight_dtype,
 )
 from batchsim.gpu.hardware import GpuProfile
@@ -60,6 +61,7 @@ class MemoryPlan:
     # Hybrid models: blocks each sequence holds besides its full-attention blocks, for its
     # sliding-window KV (a whole window) and linear-attention state (docs/design.md §2).
     sequence_blocks: int = 0
+    expert_dtype: str | None = None  # the routed experts' format, where not `weight_dtype`
 
     @property
     def kv_cache_bytes_per_gpu(self) -> float:
@@ -74,7 +76,7 @@ class MemoryPlan:
         """One line for logs and reports; `kv_blocks` is a pool size given in place of what
         memory leaves (a set `kv_cache.num_blocks`), which the line then states as the pool."""
         head = (
-            f"{self.model_name} ({self.weight_dtype} weights, {self.kv_dtype} KV) on "
+            f"{self.model_name} ({self.formats()} weights, {self.kv_dtype} KV) on "
             f"{self._gpus()} {self.gpu_name}{self._layout_note()}: per GPU "
             f"{self.usable_bytes_per_gpu / _GB:.1f} GB usable = "
             f"{self.weights_bytes_per_gpu / _GB:.1f} GB weights + "
@@ -87,6 +89,12 @@ class MemoryPlan:
                 f"{kv_blocks:,} blocks of {self.block_size} tokens = "
                 f"{kv_blocks * self.block_size:,} tokens ({kv_blocks * self.block_bytes / _GB:.1f}"
                 " GB)")
+
+    def formats(self) -> str:
+        """The weights' format: "fp8", or "bf16 (mxfp4 experts)" where the experts differ."""
+        if self.expert_dtype is None:
+            return self.weight_dtype
+        return f"{self.weight_dtype} ({self.expert_dtype} experts)"
 
     def _gpus(self) -> str:
         """"4x", or "8x (TP4 x PP2, last stage)" for a pipelined replica."""
@@ -107,6 +115,7 @@ class MemoryPlan:
 def weights_bytes_per_gpu(
     model: ModelSpec, tensor_parallel: int, weight_dtype: str, pipeline_parallel: int = 1,
     *, expert_parallel: int = 1, data_parallel_attention: bool = False,
+    expert_dtype: str | None = None,
 ) -> int:
     """Bytes of weights one GPU holds (of the last pipeline stage: the fullest).
 
@@ -116,12 +125,14 @@ def weights_bytes_per_gpu(
     keep them; norms are tiny and replicated. Each of `pipeline_parallel` stages holds L/PP
     layers; the first also the embedding, the last the LM head (a tied one too: vLLM loads the
     matrix on both) and the final norm, which makes the last the fullest. Mixture-of-experts
-    and MLA models, and data-parallel attention, are laid out by `batchsim.gpu.moe_layout`.
+    and MLA models, and data-parallel attention, are laid out by `batchsim.gpu.moe_layout`
+    (a MoE model's routed experts in `expert_dtype`, default `weight_dtype`).
     """
     if (model.moe is not None or model.mla is not None or data_parallel_attention
             or model.num_linear_layers):
         layout = Parallelism(tensor_parallel, expert_parallel, data_parallel_attention)
-        return layout_weights_bytes_per_gpu(model, layout, weight_dtype, pipeline_parallel)
+        return layout_weights_bytes_per_gpu(model, layout, weight_dtype, pipeline_parallel,
+                                            expert_dtype)
     tp = tensor_parallel
     h, d = model.hidden_size, model.head_dim
     layers = layers_per_stage(model, pipeline_parallel)
@@ -150,10 +161,13 @@ def plan_memory(
     pipeline_parallel: int = 1,
     expert_parallel: int = 1,
     data_parallel_attention: bool = False,
+    expert_dtype: str | None = None,
 ) -> MemoryPlan:
     """Size the KV-block pool: floor((memory x util - weights/tp - reserve) / block bytes),
-    on the last pipeline stage's GPUs (the fullest) when there are several."""
+    on the last pipeline stage's GPUs (the fullest) when there are several. `expert_dtype`:
+    the routed experts' format where it differs from the other weights'."""
     check_weight_dtype(weight_dtype)
+    check_expert_dtype(expert_dtype, model_name=model.name, routed_experts=model.moe is not None)
     gpu.check_kv_dtype(kv_dtype)
     if not 0 < gpu_memory_utilization <= 1:
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
@@ -168,7 +182,8 @@ def plan_memory(
     usable = gpu.memory_bytes * gpu_memory_utilization
     weights = weights_bytes_per_gpu(model, tensor_parallel, weight_dtype, pipeline_parallel,
                                     expert_parallel=expert_parallel,
-                                    data_parallel_attention=data_parallel_attention)
+                                    data_parallel_attention=data_parallel_attention,
+                                    expert_dtype=expert_dtype)
     kv_per_token = kv_bytes_per_token_per_gpu(stage_model(model, pipeline_parallel), layout,
                                               kv_dtype)
     block_bytes = kv_per_token * block_size
@@ -192,6 +207,7 @@ def plan_memory(
         expert_parallel=expert_parallel,
         data_parallel_attention=data_parallel_attention,
         sequence_blocks=math.ceil(bounded / block_bytes),
+        expert_dtype=expert_dtype if expert_dtype != weight_dtype else None,
     )
     if num_blocks <= 0:
         raise ModelDoesNotFitError(_does_not_fit_message(plan))
@@ -205,13 +221,13 @@ def _does_not_fit_message(plan: MemoryPlan) -> str:
     )
     if plan.weights_bytes_per_gpu >= plan.usable_bytes_per_gpu:
         return (
-            f"{plan.model_name} in {plan.weight_dtype} needs "
+            f"{plan.model_name} in {plan.formats()} needs "
             f"{plan.weights_bytes_per_gpu / _GB:.1f} GB of weights per GPU at "
             f"tensor_parallel={plan.tensor_parallel} but {offers}; raise tensor_parallel or "
             "quantise the weights"
         )
     return (
-        f"{plan.model_name} in {plan.weight_dtype} at tensor_parallel={plan.tensor_parallel} "
+        f"{plan.model_name} in {plan.formats()} at tensor_parallel={plan.tensor_parallel} "
         f"leaves no room for the KV cache: {offers}, less than "
         f"{plan.weights_bytes_per_gpu / _GB:.1f} GB of weights + {plan.reserve_bytes / _GB:.1f} "
         f"GB runtime reserve + one {plan.block_size}-token block "

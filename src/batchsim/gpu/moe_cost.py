@@ -9,10 +9,11 @@ group beyond one NVLink domain, its network: `gpu.network`, which also prices th
 
 Routed experts are priced on the busiest GPU of the stage (every GPU waits for it: the step is
 bounded by it) by `gpu.moe_experts.routed_expert_parts`, the function the calibration fit
-scores on the fused-MoE kernel tables, with the profile's fused-MoE keys for the weights'
-dtype (`RooflineEfficiency.for_moe`). That GPU's experts are picked `imbalance` times as often
-as the mean when EP > 1 (under pure TP every GPU holds a slice of every expert, so routing skew
-makes no straggler and `imbalance` has no effect).
+scores on the fused-MoE kernel tables, with the profile's fused-MoE keys for the experts'
+weight format (`RooflineEfficiency.for_moe`), which may differ from the other layers'. That
+GPU's experts are picked `imbalance` times as often as the mean when EP > 1 (under pure TP
+every GPU holds a slice of every expert, so routing skew makes no straggler and `imbalance` has
+no effect).
 """
 
 from __future__ import annotations
@@ -109,7 +110,9 @@ class LayerStackCost:
         "_attention_shapes",
         "_dense_mlp_shapes",
         "_efficiency",
+        "_expert_bytes",
         "_expert_efficiency",
+        "_expert_peak_flops",
         "_expert_shape",
         "_gpu",
         "_hidden",
@@ -126,8 +129,10 @@ class LayerStackCost:
 
     def __init__(
         self, model: ModelSpec, gpu: GpuProfile, layout: Parallelism, *, weight_dtype: str,
-        imbalance: float,
+        imbalance: float, expert_dtype: str | None = None,
     ) -> None:
+        """`expert_dtype`: the routed experts' weight format (default `weight_dtype`), as
+        checkpoints that quantise only their experts (gpt-oss: MXFP4 experts, bf16 rest)."""
         if imbalance < 1.0:
             raise ValueError(f"moe_imbalance must be >= 1, got {imbalance}")
         self._model, self._gpu, self._layout = model, gpu, layout
@@ -140,8 +145,10 @@ class LayerStackCost:
         # fitted FP4 fused-MoE tables runs its experts with fp8's MoE keys on FP4 cores).
         eff, flops = gpu.efficiency, gpu.peak_flops
         self._efficiency = eff.for_weights(flops.gemm_keys_for(weight_dtype, eff.gemm_by_weights))
-        self._expert_efficiency = eff.for_moe(
-            flops.gemm_keys_for(weight_dtype, eff.moe_by_weights))
+        experts = expert_dtype or weight_dtype
+        self._expert_peak_flops = flops.for_weights(experts)
+        self._expert_bytes = bytes_per_element(experts)
+        self._expert_efficiency = eff.for_moe(flops.gemm_keys_for(experts, eff.moe_by_weights))
         # Under pure tensor parallelism every GPU holds a slice of every expert: no straggler.
         self._imbalance = imbalance if layout.expert_parallel > 1 else 1.0
         split = layout.attention_split
@@ -228,8 +235,8 @@ class LayerStackCost:
         assert shape is not None
         gpu = self._gpu
         parts = routed_expert_parts(
-            self._load(tokens), shape, peak_flops=self._peak_flops,
-            memory_bw=gpu.memory_bandwidth_bytes_per_s, weight_bytes=self._weight_bytes,
+            self._load(tokens), shape, peak_flops=self._expert_peak_flops,
+            memory_bw=gpu.memory_bandwidth_bytes_per_s, weight_bytes=self._expert_bytes,
             sm_count=gpu.parallel_units, eff=self._expert_efficiency)
         return tuple(self._num_moe_layers * part for part in parts)
 

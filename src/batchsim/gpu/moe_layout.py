@@ -73,11 +73,13 @@ def check_parallelism(model: ModelSpec, layout: Parallelism) -> None:
 
 
 def weights_bytes_per_gpu(
-    model: ModelSpec, layout: Parallelism, weight_dtype: str, pipeline_parallel: int = 1
+    model: ModelSpec, layout: Parallelism, weight_dtype: str, pipeline_parallel: int = 1,
+    expert_dtype: str | None = None,
 ) -> int:
     """Bytes of weights one GPU holds (total parameters, laid out as `layout` says).
 
-    Transformer-layer matrices are in `weight_dtype`; the embedding and LM head stay bf16 and
+    Transformer-layer matrices are in `weight_dtype`, the routed experts in `expert_dtype`
+    (default: the same); the embedding and LM head stay bf16 and
     are split by vocabulary (replicated under data-parallel attention); norms are replicated.
     Under pipeline parallelism, the last stage's GPUs (the fullest, as `batchsim.gpu.memory` says):
     their share of the layers and the LM head.
@@ -92,16 +94,20 @@ def weights_bytes_per_gpu(
         quantised += linear * model.layer_kinds.linear_spec.params(h) / split
     quantised += model.num_dense_layers * 3 * h * math.ceil(model.intermediate_size / split)
     moe = model.moe
+    experts = 0.0  # routed experts stored in a format of their own
     if moe is not None:
         shared = 3 * h * math.ceil(moe.shared_width() / split)
         expert_width = math.ceil(moe.expert_intermediate_size / layout.expert_tensor_parallel)
         routed = moe.num_experts // layout.expert_parallel * 3 * h * expert_width
+        if expert_dtype is not None and expert_dtype != weight_dtype:
+            experts = model.num_moe_layers * routed * bytes_per_element(expert_dtype)
+            routed = 0
         quantised += model.num_moe_layers * (h * moe.num_experts + shared + routed)
     vocab_rows = math.ceil(model.vocab_size / split) * h
     both_ends = pipeline_parallel == 1 and not model.tie_word_embeddings
     embeddings = 2 * vocab_rows if both_ends else vocab_rows
     norms = (2 * model.num_layers + 1) * h
-    return round(quantised * bytes_per_element(weight_dtype)
+    return round(quantised * bytes_per_element(weight_dtype) + experts
                  + (embeddings + norms) * ACTIVATION_BYTES)
 
 

@@ -63,9 +63,9 @@ def case_experiment(case: MeasuredCase, client: BenchmarkClient, engine: EngineP
     weights = weight_dtype(case.quantization)
     if weights is None:
         return f"GEMM quantisation {case.quantization!r} is not modelled"
-    experts = expert_quantization_problem(model, weights, case.expert_quantization)
-    if experts is not None:
-        return experts
+    experts = replay_expert_dtype(model, weights, case.expert_quantization)
+    if isinstance(experts, Refusal):
+        return experts.reason
     layout = replay_layout(model, case.tensor_parallel, case.pipeline_parallel,
                            case.attention_data_parallel, case.moe_tensor_parallel,
                            case.moe_expert_parallel)
@@ -79,7 +79,9 @@ def case_experiment(case: MeasuredCase, client: BenchmarkClient, engine: EngineP
         "engine": engine.ref,
         "tensor_parallel": layout.tensor_parallel,
         "pipeline_parallel": case.pipeline_parallel,
-        "dtype": {"weights": weights, "kv_cache": "bf16"},
+        # Routed experts in a format of their own only where the row says so.
+        "dtype": {"weights": weights, "kv_cache": "bf16",
+                  **({"experts": experts} if experts is not None else {})},
         "max_model_len": longest_request(case),
         "workload": _workload(case, client, lengths_file),
         "policies": [engine_arm(engine, case)],
@@ -106,18 +108,25 @@ class Layout:
     data_parallel_attention: bool = False
 
 
-def expert_quantization_problem(model: str, weights: str, expert_quantization: str) -> str | None:
-    """Why a mixture-of-experts model's expert quantisation cannot be replayed: batchsim runs
-    one weight format for the GEMMs and the routed experts (`dtype.weights`)."""
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a row cannot be replayed."""
+
+    reason: str
+
+
+def replay_expert_dtype(model: str, weights: str,
+                        expert_quantization: str) -> str | Refusal | None:
+    """A mixture-of-experts model's `dtype.experts` for its routed experts' quantisation
+    (`moe_quant_mode`): None where they share the GEMMs' format `weights` (or the model is
+    dense, where the tables fill the column anyway), a Refusal for a format not modelled."""
     if not expert_quantization or not _is_moe(model):
         return None
     experts = weight_dtype(expert_quantization)
     if experts is None:
-        return f"expert quantisation {expert_quantization!r} (moe_quant_mode) is not modelled"
-    if experts != weights:
-        return (f"expert quantisation {expert_quantization!r} (moe_quant_mode, {experts}) "
-                f"differs from the GEMMs' ({weights}): one weight format per model is modelled")
-    return None
+        return Refusal(f"expert quantisation {expert_quantization!r} (moe_quant_mode) is not "
+                       "modelled")
+    return experts if experts != weights else None
 
 
 def replay_layout(model: str, tensor_parallel: int, pipeline_parallel: int = 1,
