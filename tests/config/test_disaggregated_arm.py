@@ -41,7 +41,7 @@ def test_unknown_and_bad_link_keys_name_their_path(write_yaml: WriteYaml,
         "policies.0.kv_link.bandwith_gb_s: unknown key")
     minimal_data["policies"] = [{**DISTSERVE, "kv_link": {"bandwidth_gb_s": 0}}]
     assert only_problem(write_yaml(minimal_data)) == (
-        "policies.0.kv_link.bandwidth_gb_s: expected a value > 0 (got 0)")
+        "policies.0.kv_link.bandwidth_gb_s: expected a number > 0, nics or null (got 0)")
 
 
 def _run(tmp_path: Path, data: dict[str, Any], *sets: str):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -102,7 +103,7 @@ def test_a_one_token_answer_needs_no_transfer() -> None:
     [request] = sim.record.requests
     assert request.status is RequestStatus.FINISHED
     assert request.finish_s == request.first_token_s
-    assert sim.link.bytes_sent == 0
+    assert sim.links.of(0).bytes_sent == 0
 
 
 @pytest.mark.parametrize(("bandwidth", "overlapped"), [(1e9, True), (1e6, False)])
@@ -134,10 +135,10 @@ def test_layerwise_transfer_overlaps_the_final_prefill_step(bandwidth: float,
        chunked=st.booleans(), budget=st.integers(16, 700), decode_seqs=st.integers(1, 8),
        mode=st.sampled_from(["recompute", "swap"]), swap_blocks=st.integers(0, 50),
        bandwidth=st.sampled_from([math.inf, 1e5, 1e7]), latency=st.sampled_from([0.0, 2e-3]),
-       layerwise=st.booleans(), fast=st.booleans())
+       layerwise=st.booleans(), fast=st.booleans(), per_replica=st.booleans())
 def test_every_request_ends_and_every_pool_drains(
         w, num_prefill, num_decode, prefill_blocks, decode_blocks, chunked, budget, decode_seqs,
-        mode, swap_blocks, bandwidth, latency, layerwise, fast):
+        mode, swap_blocks, bandwidth, latency, layerwise, fast, per_replica):
     rng = np.random.default_rng(w["seed"])
     n = w["n"]
     traffic = OpenLoopTraffic(np.cumsum(rng.exponential(1.0 / w["rate"], n)),
@@ -147,8 +148,9 @@ def test_every_request_ends_and_every_pool_drains(
                for _ in range(num_prefill)]
     decode = [_decode(decode_blocks, seqs=decode_seqs, mode=mode, swap_blocks=swap_blocks)
               for _ in range(num_decode)]
-    sim = _simulate(prefill, decode, _link(bandwidth, latency, layerwise, layers=8, per_token=10),
-                    traffic, fast)
+    link = replace(_link(bandwidth, latency, layerwise, layers=8, per_token=10),
+                   per_prefill_replica=per_replica)  # one link, or one per prefill replica
+    sim = _simulate(prefill, decode, link, traffic, fast)
     record = sim.record
     finished = [r for r in record.requests if r.status is RequestStatus.FINISHED]
     rejected = [r for r in record.requests if r.status is RequestStatus.REJECTED]
@@ -176,4 +178,4 @@ def test_every_request_ends_and_every_pool_drains(
         policy.pool.check_invariants()
         assert policy.pool.num_used == 0  # prefill blocks released, decode blocks freed
     assert all(not d.pending and not d.arrived and d.in_flight == 0 for d in decode)
-    assert sim.link.num_active == 0
+    assert all(link.num_active == 0 for link in sim.links.links)

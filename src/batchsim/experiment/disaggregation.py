@@ -157,13 +157,31 @@ def decode_policy(arm: DisaggregatedArm, pool: Pool, max_model_len: int) -> Deco
     return DecodePool(inner)
 
 
-def link_spec(exp: Experiment, arm: DisaggregatedArm, model: ModelSpec) -> LinkSpec:
+def link_spec(exp: Experiment, arm: DisaggregatedArm, index: int, model: ModelSpec,
+              prefill: Pool, decode: Pool) -> LinkSpec:
+    """The arm's KV link; `bandwidth_gb_s: nics` derives one per prefill replica from the
+    pools' NICs, and refuses a profile that gives none under the key."""
     link = arm.kv_link
-    bandwidth = math.inf if link.bandwidth_gb_s is None else link.bandwidth_gb_s * 1e9
+    nics = link.bandwidth_gb_s == "nics"
+    if nics:
+        bandwidth = min(_nic_bytes_s(pool, index) for pool in (prefill, decode))
+    else:
+        bandwidth = math.inf if link.bandwidth_gb_s is None else float(link.bandwidth_gb_s) * 1e9
     # The whole model's KV per token: each prefill GPU sends its shard, whatever the two TPs.
     per_token = model.kv_bytes_per_token(bytes_per_element(exp.dtype.kv_cache))
     return LinkSpec(bandwidth, link.latency_us * 1e-6, link.layerwise, model.num_layers,
-                    per_token)
+                    per_token, per_prefill_replica=nics)
+
+
+def _nic_bytes_s(pool: Pool, index: int) -> float:
+    """What one replica of `pool` sends or receives over its GPUs' NICs, per direction: each
+    GPU its own KV shard over its own NIC (one rail per GPU, docs/how-to/multi-node.md)."""
+    nic = pool.gpu.inter_node_bandwidth_bytes_per_s
+    if nic is None:
+        raise ArmError(f"policies.{index}.kv_link.bandwidth_gb_s: nics needs the "
+                       f"{pool.role} pool's GPU profile ({pool.gpu.name}) to give "
+                       "inter_node_bandwidth_bytes_per_s; give the link's bandwidth in GB/s")
+    return pool.tensor_parallel * nic
 
 
 @dataclass(slots=True)
@@ -207,7 +225,7 @@ def build_disaggregated(
         [prefill_policy(arm, prefill, max_model_len) for _ in range(prefill.replicas)],
         [decode_policy(arm, decode, max_model_len) for _ in range(decode.replicas)],
         prefill_cost=prefill.cost_model, decode_cost=decode.cost_model,
-        link=link_spec(exp, arm, model), traffic=traffic.traffic,
+        link=link_spec(exp, arm, index, model, prefill, decode), traffic=traffic.traffic,
         router=build_router(exp.router, prefill.cost_model), shared_queue=shared_queue,
         max_model_len=max_model_len, fast_path=exp.simulation.fast_path, on_progress=on_progress,
         # The client's requests go in through the prefill instances' API servers; each decode

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from batchsim.experiment.deployment import keyed_error, resolve_deployment
 from batchsim.experiment.deployment_size import arm_experiment
-from batchsim.experiment.disaggregation import resolve_pool
+from batchsim.experiment.disaggregation import link_spec, resolve_pool
 from batchsim.experiment.policy_factory import effective_token_budget
 from batchsim.experiment.schema import ContinuousArm, DisaggregatedArm, Experiment
 from batchsim.experiment.speculative_setup import SpeculativeSetupError, build_drafter
@@ -25,9 +25,9 @@ def check_before_run(exp: Experiment, base_dir: Path) -> None:
                   max_model_len=deployment.max_model_len)
     for index, arm in enumerate(exp.policies):
         if isinstance(arm, DisaggregatedArm):
-            for role in ("prefill", "decode"):
-                resolve_pool(exp, arm, index, role, deployment.model, base_dir,
-                             deployment.engine)
+            prefill, decode = (resolve_pool(exp, arm, index, role, deployment.model, base_dir,
+                                            deployment.engine) for role in ("prefill", "decode"))
+            link_spec(exp, arm, index, deployment.model, prefill, decode)
             continue
         arm_exp = arm_experiment(exp, arm)
         arm_deployment = deployment

@@ -39,7 +39,8 @@ def transfer_columns(sim: DisaggregatedSimulation) -> dict[str, np.ndarray]:
 def transfer_metrics(requests: pd.DataFrame, sim: DisaggregatedSimulation, *, warmup_s: float,
                      cooldown_s: float, start: float, end: float) -> dict[str, object]:
     """Transfer and handoff times of the measured requests that finished after a transfer;
-    the link's busy fraction over the measurement window [start, end]."""
+    the link's busy fraction over the measurement window [start, end] (the mean of the
+    prefill replicas' links where each has its own)."""
     measured = measured_mask(requests, warmup_s, cooldown_s)
     transfer = requests["kv_transfer_s"].to_numpy()
     moved = measured & requests["finished"].to_numpy() & ~np.isnan(transfer)
@@ -47,7 +48,7 @@ def transfer_metrics(requests: pd.DataFrame, sim: DisaggregatedSimulation, *, wa
     return {
         "kv_transfer_s": distribution(transfer[moved]),
         "kv_handoff_s": distribution(requests["kv_handoff_s"].to_numpy()[moved]),
-        "kv_link_utilization": sim.link.utilization(start, end),
+        "kv_link_utilization": sim.links.utilization(start, end),
         "kv_transferred_gb": float(prompt_tokens.sum()) * sim.spec.kv_bytes_per_token / 1e9,
     }
 

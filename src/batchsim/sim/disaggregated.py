@@ -43,7 +43,7 @@ from batchsim.sim.cost_protocol import StepCostModel
 from batchsim.sim.dispatch import Dispatcher
 from batchsim.sim.engine import Replica, Simulation
 from batchsim.sim.frontend import Frontend
-from batchsim.sim.kv_link import KVLink
+from batchsim.sim.kv_link import KVLinks
 from batchsim.sim.policy_protocol import BatchingPolicy
 from batchsim.sim.pool_signals import FirstTokenSignal, kv_use, seconds_per_token
 from batchsim.sim.recorder import RunRecord
@@ -80,13 +80,15 @@ class DecodePoolPolicy(BatchingPolicy, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LinkSpec:
-    """The KV link: bandwidth in bytes/s (math.inf: unlimited), latency, pipelining."""
+    """The KV link: bandwidth in bytes/s (math.inf: unlimited), latency, pipelining, and
+    whether every transfer shares it or each prefill replica has its own (its NICs)."""
 
     bandwidth_bytes_s: float
     latency_s: float
     layerwise: bool
     num_layers: int  # the pipeline's depth with `layerwise`
     kv_bytes_per_token: float  # of the whole model: what one prompt token sends
+    per_prefill_replica: bool = False
 
 
 @dataclass(slots=True)
@@ -140,9 +142,10 @@ class DisaggregatedSimulation(Simulation):
                          fast_path=fast_path, on_progress=on_progress, shared_queue=shared_queue,
                          frontend=frontend, autoscaler=prefill_scaler, streams=False)
         self.spec = link
-        self.link = KVLink(self.env, bandwidth_bytes_s=link.bandwidth_bytes_s,
-                           latency_s=link.latency_s)
         first = len(self.replicas)
+        self.links = KVLinks(self.env, bandwidth_bytes_s=link.bandwidth_bytes_s,
+                             latency_s=link.latency_s, shared=not link.per_prefill_replica,
+                             prefill_replicas=first)
         self.decode_replicas = [
             Replica(self.env, first + i, policy, decode_cost, self.record, self._on_done,
                     fast_path=fast_path, on_progress=on_progress,
@@ -302,10 +305,12 @@ class DisaggregatedSimulation(Simulation):
         handoff.transfer_start_s = self.env.now
         if self.spec.layerwise and not handoff.prefill_done and self.spec.num_layers > 1:
             share = (self.spec.num_layers - 1) / self.spec.num_layers
-            self.link.send(handoff.num_bytes * share,
-                           lambda: self._first_part_sent(handoff), pay_latency=False)
+            self.links.of(handoff.prefill_replica).send(
+                handoff.num_bytes * share, lambda: self._first_part_sent(handoff),
+                pay_latency=False)
         else:
-            self.link.send(handoff.num_bytes, lambda: self._delivered(handoff))
+            self.links.of(handoff.prefill_replica).send(handoff.num_bytes,
+                                                        lambda: self._delivered(handoff))
 
     def _first_part_sent(self, handoff: Handoff) -> None:
         handoff.first_part_sent = True
@@ -313,8 +318,8 @@ class DisaggregatedSimulation(Simulation):
             self._send_last_layer(handoff)
 
     def _send_last_layer(self, handoff: Handoff) -> None:
-        self.link.send(handoff.num_bytes / self.spec.num_layers,
-                       lambda: self._delivered(handoff))
+        self.links.of(handoff.prefill_replica).send(handoff.num_bytes / self.spec.num_layers,
+                                                    lambda: self._delivered(handoff))
 
     def _delivered(self, handoff: Handoff) -> None:
         """The KV is at the decode replica: the prefill replica's blocks are free again."""

@@ -137,3 +137,29 @@ class KVLink:
             on_arrival()
             return
         self.env.timeout(self.latency).callbacks.append(lambda _event: on_arrival())
+
+
+class KVLinks:
+    """The links a disaggregated deployment's KV caches cross: one `shared` by every transfer
+    (an arm's `kv_link` of a given bandwidth), or one per prefill replica (its GPUs' own
+    NICs), which the transfers from that replica share and no other replica's slow down."""
+
+    def __init__(self, env: simpy.Environment, *, bandwidth_bytes_s: float, latency_s: float,
+                 shared: bool, prefill_replicas: int) -> None:
+        self._make = lambda: KVLink(env, bandwidth_bytes_s=bandwidth_bytes_s,
+                                    latency_s=latency_s)
+        self.shared = shared
+        self.links = [self._make() for _ in range(1 if shared else prefill_replicas)]
+
+    def of(self, prefill_replica: int) -> KVLink:
+        """The link a transfer from `prefill_replica` crosses (a replica added by scaling gets
+        its own when it first sends)."""
+        if self.shared:
+            return self.links[0]
+        while prefill_replica >= len(self.links):
+            self.links.append(self._make())
+        return self.links[prefill_replica]
+
+    def utilization(self, start: float, end: float) -> float:
+        """The links' mean busy time / duration over [start, end]."""
+        return sum(link.utilization(start, end) for link in self.links) / len(self.links)

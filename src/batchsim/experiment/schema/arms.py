@@ -1,9 +1,10 @@
 """The batching policies (arms): static, continuous, chunked_prefill and disaggregated, with
 the keys they share and an arm's own deployment."""
 
+import math
 from typing import Annotated, Literal, Self, cast
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from batchsim.experiment.schema.admission import AdmissionConfig, AdmissionReserveConfig
 from batchsim.experiment.schema.autoscaler import AutoscalerConfig
@@ -11,7 +12,6 @@ from batchsim.experiment.schema.common import (
     AtLeastOne,
     ConfigModel,
     NonNegative,
-    Positive,
     rule_error,
 )
 from batchsim.experiment.schema.gateway import GatewayConfig
@@ -226,16 +226,32 @@ class ChunkedPrefillArm(_QueuedArm):
         return self
 
 
+def _link_bandwidth(value: object) -> object:
+    """A bandwidth in GB/s, `nics` or null; anything else is refused in one line."""
+    if value is None or value == "nics":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise rule_error("", f"expected a number > 0, nics or null (got {value!r})")
+    return float(value)
+
+
+LinkBandwidth = Annotated[float | Literal["nics"] | None, BeforeValidator(_link_bandwidth)]
+
+
 class KVLinkConfig(ConfigModel):
     """The link that carries each prefilled request's KV cache (prompt tokens × the whole
     model's KV bytes per token) from the prefill pool to the decode pool. One link joins the
     two pools: transfers in flight share its bandwidth equally (processor sharing), and each
     also pays `latency_us` once."""
 
-    bandwidth_gb_s: Positive | None = 50.0
+    bandwidth_gb_s: LinkBandwidth = 50.0
     """Bandwidth between the pools in GB/s (10^9 bytes per second), shared by every transfer
     in flight; 50 is one 400 Gb/s NIC (InfiniBand NDR, RoCE). Null: unlimited, an ideal link
-    that separates the cost of the transfers from that of splitting the GPUs."""
+    that separates the cost of the transfers from that of splitting the GPUs. `nics`: each
+    prefill replica sends over its own GPUs' NICs, a link of its own of the lower of its
+    GPUs' NICs (tensor_parallel x the GPU profile's `inter_node_bandwidth_bytes_per_s`) and a
+    decode replica's; the transfers from one prefill replica share its link. Both pools'
+    profiles must give the NIC bandwidth."""
     latency_us: NonNegative = 10.0
     """Fixed cost of each transfer in microseconds (setup and propagation), paid after its
     last byte leaves; it does not occupy the link."""
