@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchsim.policies.admission import AdmissionControl, KVReserve
+from batchsim.policies.admission import AdmissionControl, KVReserve, ReserveGate
 from batchsim.policies.chunked_prefill import ChunkedPrefill
 from batchsim.policies.continuous import ContinuousBatching
 from batchsim.sim.engine import Simulation
@@ -67,6 +67,21 @@ def test_the_new_token_ratio_decays_to_its_floor_and_resets_on_preemption():
     assert reserve.ratio == 0.7
 
 
+def test_a_request_being_admitted_reserves_its_admitted_share() -> None:
+    # A 160-block cache of 1-token blocks; one running request of 40 tokens with 100 still to
+    # decode reserves 40 + 0.5 x 100 = 90. A waiting 20-token prompt needs 20 + 0.5 x 100 = 70
+    # at the ratio (fits: 160), 20 + 100 = 120 charged whole as SGLang does (does not: 210).
+    pool = KVBlockPool(160, 1)
+    running = _request(0, prompt=40, output=100)
+    waiting = _request(1, prompt=20, output=100)
+    at_ratio = KVReserve(100, 0.5, 0.5, 1)
+    whole = KVReserve(100, 0.5, 0.5, 1, admitted_share=1.0)
+    assert ReserveGate(at_ratio, [running], pool).admit(waiting)
+    assert not ReserveGate(whole, [running], pool).admit(waiting)
+    # Into an empty batch a request is always admitted, whatever it reserves.
+    assert ReserveGate(whole, [], pool).admit(_request(2, prompt=150, output=100))
+
+
 def _closed_loop_preemptions(policy_cls, reserve: KVReserve | None, **limits: int) -> int:
     """8 users of 100 + 200 tokens each on a 480-token cache (the preemption test's setting)."""
     inner = policy_cls(pool=KVBlockPool(30, 16), max_num_seqs=8, reserve=reserve, **limits)
@@ -92,8 +107,10 @@ def _admission_options():
         "max_wait": st.one_of(st.none(), st.floats(0.01, 2.0)),
         "window": st.integers(1, 8),
         "reserve": st.one_of(st.none(), st.builds(
-            lambda tokens, init, floor: KVReserve(tokens, init, min(init, floor), 50),
-            st.integers(1, 400), st.floats(0.05, 1.0), st.floats(0.05, 1.0))),
+            lambda tokens, init, floor, share: KVReserve(tokens, init, min(init, floor), 50,
+                                                         admitted_share=share),
+            st.integers(1, 400), st.floats(0.05, 1.0), st.floats(0.05, 1.0),
+            st.one_of(st.none(), st.floats(0.05, 1.0)))),
     })
 
 

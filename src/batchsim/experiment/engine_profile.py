@@ -46,6 +46,9 @@ class ReserveRule(ConfigModel):
     """Floor the ratio decays to (equal to `new_token_ratio`: a fixed ratio)."""
     decay_steps: AtLeastOne
     """Steps over which the ratio decays to its floor."""
+    admitted_share: float | None = Field(default=None, gt=0, le=1)
+    """Share of its remaining `max_tokens` a request reserves in the step that admits it (SGLang:
+    1); null: the ratio."""
 
 
 class EngineScheduler(ConfigModel):

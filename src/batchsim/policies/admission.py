@@ -15,7 +15,9 @@ Two independent options:
   remaining decode, estimated as `assumed_max_new_tokens − generated` (SGLang uses the request's
   `max_new_tokens`; the simulator's true output length is never read). The ratio starts at
   `init_ratio`, decays linearly to `min_ratio` over `decay_steps` steps, and jumps back to
-  `init_ratio` at every step that preempted (SGLang's retraction).
+  `init_ratio` at every step that preempted (SGLang's retraction). With `admitted_share`, a
+  request reserves that share of its remaining decode in the step that admits it (SGLang's
+  `PrefillAdder` charges its whole `max_new_tokens`), the ratio from the next step on.
 
 Both are fast-path exact: the queue, the running set and the completion times cannot change
 during a stretch of decode steps; the reserve of a running request never shrinks while it
@@ -89,6 +91,8 @@ class KVReserve:
     min_ratio: float = 0.098
     decay_steps: int = 600
     steps_since_preemption: int = 0
+    # What a request reserves in the step that admits it (SGLang: 1); None: the ratio.
+    admitted_share: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -128,7 +132,7 @@ class ReserveGate:
     `reject_if_never_fits`), so conservative admission can never stall a replica.
     """
 
-    __slots__ = ("batch_empty", "pool", "ratio", "reserve", "reserved")
+    __slots__ = ("admitted_share", "batch_empty", "pool", "ratio", "reserve", "reserved")
 
     def __init__(self, reserve: KVReserve, running: list[Request], pool: KVBlockPool) -> None:
         self.reserve = reserve
@@ -136,9 +140,11 @@ class ReserveGate:
         self.ratio = reserve.ratio
         self.reserved = reserve.reserved_blocks(running, pool, self.ratio)
         self.batch_empty = not running
+        share = reserve.admitted_share
+        self.admitted_share = self.ratio if share is None else share
 
     def admit(self, request: Request) -> bool:
-        need = self.reserve.blocks_needed(request, self.pool, self.ratio)
+        need = self.reserve.blocks_needed(request, self.pool, self.admitted_share)
         if not self.batch_empty and self.reserved + need > self.pool.num_blocks:
             return False
         self.reserved += need

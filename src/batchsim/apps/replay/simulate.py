@@ -30,7 +30,11 @@ from batchsim.apps.replay.deployment import (
     lengths_csv,
 )
 from batchsim.apps.replay.measured import MeasuredCase, Unreplayed
-from batchsim.experiment.engine_profile import EngineProfile, load_engine_profile
+from batchsim.experiment.engine_profile import (
+    EngineProfile,
+    list_engine_profiles,
+    load_engine_profile,
+)
 from batchsim.experiment.runner import ArmResult
 from batchsim.metrics.summary import weighted_distribution
 
@@ -63,12 +67,10 @@ class EngineChoice:
     def for_case(self, case: MeasuredCase) -> EngineProfile:
         ref = self.profiles.get(case.engine, self.profiles.get("*", case.engine))
         if ref not in self._loaded:
-            try:
-                self._loaded[ref] = load_engine_profile(ref)
-            except EngineProfileError:
-                if ref != case.engine:  # a profile the user named must load
-                    raise
-                self._loaded[ref] = load_engine_profile("none")
+            # Only an engine with no shipped profile runs the bare roofline: a profile the user
+            # named, or a shipped one, must load (a broken file is an error, not a fallback).
+            shipped = ref != case.engine or ref.strip().lower() in list_engine_profiles()
+            self._loaded[ref] = load_engine_profile(ref if shipped else "none")
         return self._loaded[ref]
 
 

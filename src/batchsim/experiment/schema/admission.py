@@ -45,6 +45,11 @@ class AdmissionReserveConfig(ConfigModel):
     """Floor of the decaying ratio (SGLang: 0.14 × the initial ratio)."""
     decay_steps: AtLeastOne = 600
     """Steps over which the ratio decays from its initial value to its floor (SGLang: 600)."""
+    admitted_share: float | None = Field(default=None, gt=0, le=1)
+    """Share of its remaining decode a request reserves in the step that admits it; null: the
+    ratio, as the running requests. SGLang charges a request being admitted its whole
+    `max_new_tokens` (1) and the running ones the ratio (its `PrefillAdder`), which lets fewer
+    requests in at once when the cache is tight."""
 
     @model_validator(mode="after")
     def _floor_below_start(self) -> Self:
