@@ -80,6 +80,11 @@ def test_a_request_being_admitted_reserves_its_admitted_share() -> None:
     assert not ReserveGate(whole, [running], pool).admit(waiting)
     # Into an empty batch a request is always admitted, whatever it reserves.
     assert ReserveGate(whole, [], pool).admit(_request(2, prompt=150, output=100))
+    # SGLang clips every estimate at 4,096 tokens; here at 40: 40 + 0.5 x 40 = 60 for the
+    # running request, 20 + 40 = 60 for the admitted one: 120 fits.
+    capped = KVReserve(100, 0.5, 0.5, 1, admitted_share=1.0, remaining_cap=40)
+    assert capped.reserved_blocks([running], pool, capped.ratio) == 60
+    assert ReserveGate(capped, [running], pool).admit(waiting)
 
 
 def _closed_loop_preemptions(policy_cls, reserve: KVReserve | None, **limits: int) -> int:
@@ -107,10 +112,11 @@ def _admission_options():
         "max_wait": st.one_of(st.none(), st.floats(0.01, 2.0)),
         "window": st.integers(1, 8),
         "reserve": st.one_of(st.none(), st.builds(
-            lambda tokens, init, floor, share: KVReserve(tokens, init, min(init, floor), 50,
-                                                         admitted_share=share),
+            lambda tokens, init, floor, share, cap: KVReserve(
+                tokens, init, min(init, floor), 50, admitted_share=share, remaining_cap=cap),
             st.integers(1, 400), st.floats(0.05, 1.0), st.floats(0.05, 1.0),
-            st.one_of(st.none(), st.floats(0.05, 1.0)))),
+            st.one_of(st.none(), st.floats(0.05, 1.0)),
+            st.one_of(st.none(), st.integers(1, 400)))),
     })
 
 

@@ -52,7 +52,7 @@ arms = st.sampled_from([
     {"name": "arm", "kind": "chunked_prefill", "token_budget": 256, "max_num_seqs": 32,
      "mixed_prefill": False,
      "admission_reserve": {"assumed_max_new_tokens": 300, "decay_steps": 50,
-                           "admitted_share": 1.0}},
+                           "admitted_share": 1.0, "remaining_cap": 120}},
     {"name": "arm", "kind": "chunked_prefill", "token_budget": 512, "max_num_seqs": 16,
      "mixed_prefill": False,
      "admission_reserve": {"assumed_max_new_tokens": 200, "new_token_ratio": 1.0,

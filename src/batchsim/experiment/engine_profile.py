@@ -49,6 +49,8 @@ class ReserveRule(ConfigModel):
     admitted_share: float | None = Field(default=None, gt=0, le=1)
     """Share of its remaining `max_tokens` a request reserves in the step that admits it (SGLang:
     1); null: the ratio."""
+    remaining_cap: AtLeastOne | None = None
+    """Cap on a request's remaining-output estimate (SGLang: 4,096); null: none."""
 
 
 class EngineScheduler(ConfigModel):

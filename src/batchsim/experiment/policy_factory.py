@@ -75,7 +75,8 @@ def build_reserve(config: AdmissionReserveConfig | None) -> KVReserve | None:
         return None
     return KVReserve(assumed_max_new_tokens=config.assumed_max_new_tokens,
                      init_ratio=config.new_token_ratio, min_ratio=config.min_new_token_ratio,
-                     decay_steps=config.decay_steps, admitted_share=config.admitted_share)
+                     decay_steps=config.decay_steps, admitted_share=config.admitted_share,
+                     remaining_cap=config.remaining_cap)
 
 
 def build_ordering(config: OrderingConfig) -> WaitingQueue:

@@ -17,7 +17,8 @@ Two independent options:
   `init_ratio`, decays linearly to `min_ratio` over `decay_steps` steps, and jumps back to
   `init_ratio` at every step that preempted (SGLang's retraction). With `admitted_share`, a
   request reserves that share of its remaining decode in the step that admits it (SGLang's
-  `PrefillAdder` charges its whole `max_new_tokens`), the ratio from the next step on.
+  `PrefillAdder` charges its whole `max_new_tokens`), the ratio from the next step on; with
+  `remaining_cap`, no estimate exceeds that many tokens (SGLang clips at 4,096).
 
 Both are fast-path exact: the queue, the running set and the completion times cannot change
 during a stretch of decode steps; the reserve of a running request never shrinks while it
@@ -93,6 +94,8 @@ class KVReserve:
     steps_since_preemption: int = 0
     # What a request reserves in the step that admits it (SGLang: 1); None: the ratio.
     admitted_share: float | None = None
+    # Cap on the remaining-decode estimate (SGLang: 4,096); None: none.
+    remaining_cap: int | None = None
 
     @property
     def ratio(self) -> float:
@@ -115,6 +118,8 @@ class KVReserve:
 
     def blocks_needed(self, request: Request, pool: KVBlockPool, ratio: float) -> int:
         remaining = max(self.assumed_max_new_tokens - request.num_generated, 0)
+        if self.remaining_cap is not None:
+            remaining = min(remaining, self.remaining_cap)
         return pool.blocks_for(request.num_tokens + math.ceil(ratio * remaining))
 
     def reserved_blocks(self, running: Iterable[Request], pool: KVBlockPool, ratio: float) -> int:

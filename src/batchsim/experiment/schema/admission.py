@@ -45,6 +45,9 @@ class AdmissionReserveConfig(ConfigModel):
     """Floor of the decaying ratio (SGLang: 0.14 × the initial ratio)."""
     decay_steps: AtLeastOne = 600
     """Steps over which the ratio decays from its initial value to its floor (SGLang: 600)."""
+    remaining_cap: AtLeastOne | None = None
+    """Cap on every request's remaining-decode estimate, in tokens (SGLang clips it at 4,096:
+    `SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION`); null: no cap."""
     admitted_share: float | None = Field(default=None, gt=0, le=1)
     """Share of its remaining decode a request reserves in the step that admits it; null: the
     ratio, as the running requests. SGLang charges a request being admitted its whole
