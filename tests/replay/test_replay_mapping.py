@@ -88,6 +88,11 @@ def test_systems_map_to_gpu_profiles(system: str, profile: str | None) -> None:
 @pytest.mark.parametrize(("mode", "dtype"), [
     ("", "bf16"), ("fp8", "fp8"), ("fp8_block", "fp8"), ("nvfp4", "nvfp4"), ("fp4", "nvfp4"),
     ("mxfp4", "mxfp4"), ("w4a8", None), ("w4a16", None), ("int4_awq", None),
+    # The publisher's own names (aiconfigurator GEMMQuantMode / MoEQuantMode).
+    ("bfloat16", "bf16"), ("fp8_static", "fp8"), ("sq", "int8"), ("int4_wo", "int4"),
+    ("w4a16_mxfp4", "mxfp4"), ("w4a16_mxfp4_cutlass", "mxfp4"),
+    # Activations in another format than the weights' rate: not modelled.
+    ("w4afp8", None), ("w4a8_mxfp4_mxfp8", None), ("nvfp4_wo", None), ("int8_wo", None),
 ])
 def test_gemm_quantisation_maps_to_a_weight_dtype(mode: str, dtype: str | None) -> None:
     assert weight_dtype(mode) == dtype
@@ -168,8 +173,8 @@ def test_a_data_parallel_attention_case_on_blackwell_in_fp4(tmp_path: Path) -> N
     ({"moe_ep_size": "x"}, "moe_ep_size: expected a positive number or nothing, got 'x'"),
     ({"attention_dp_size": "1.5"}, "attention_dp_size: expected a whole number"),
     ({"mode": "disagg"}, "disaggregated rows are not replayed yet"),
-    ({"moe_quant_mode": "w4a8_mxfp4"}, "expert quantisation 'w4a8_mxfp4' (moe_quant_mode) is "
-                                       "not modelled"),
+    ({"moe_quant_mode": "w4a8_mxfp4_mxfp8"}, "expert quantisation 'w4a8_mxfp4_mxfp8' "
+                                             "(moe_quant_mode) is not modelled"),
 ])
 def test_a_refused_case_says_why(tmp_path: Path, changes: dict[str, str], reason: str) -> None:
     refused = _experiment(tmp_path, **changes)
@@ -180,6 +185,9 @@ def test_a_refused_case_says_why(tmp_path: Path, changes: dict[str, str], reason
     ({"moe_quant_mode": "fp8_block"}, "fp8", None),  # the experts' fp8 flavour: the same format
     # Experts quantised apart from the GEMMs run in their own format (`dtype.experts`).
     ({"moe_quant_mode": "nvfp4"}, "fp8", "nvfp4"),
+    # gpt-oss as its publisher names it: bf16 GEMMs, MXFP4 experts with bf16 activations.
+    ({"gemm_quant_mode": "bfloat16", "moe_quant_mode": "w4a16_mxfp4"}, "bf16", "mxfp4"),
+    ({"gemm_quant_mode": "fp8_static", "moe_quant_mode": "int4_wo"}, "fp8", "int4"),
     # The tables fill `moe_quant_mode` for dense models too, where it means nothing.
     ({"model_path": "meta-llama/Llama-3.1-8B-Instruct", "gemm_quant_mode": "",
       "moe_quant_mode": "fp8", "tp_size": "1"}, "bf16", None),

@@ -59,13 +59,20 @@ GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "a100_sxm": "a100-sxm-80
         "l40s": "l40s", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
         "gb300": "gb300"}
 
-# GEMM quantisation -> weight dtype (gpu/dtypes.py). Block-scaled fp8 is priced as per-tensor
-# fp8 (the cost model has one fp8 rate); the KV cache stays bf16, as the tables do not say
-# otherwise. `fp4` without a format is NVFP4, the FP4 format of NVIDIA's Blackwell tensor
-# cores (docs/background/model.md, "Quantisation"). Other modes (w4a8, w4a16, int4_awq, ...)
-# are not modelled.
-WEIGHTS = {"": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4",
-           "fp4": "nvfp4", "mxfp4": "mxfp4"}
+# GEMM and MoE quantisation -> weight dtype (gpu/dtypes.py), named as the tables' publisher
+# names them (aiconfigurator's GEMMQuantMode and MoEQuantMode, sdk/common.py). Block-scaled and
+# static fp8 are priced as per-tensor fp8 (the cost model has one fp8 rate), SmoothQuant (`sq`)
+# as W8A8 int8, `int4_wo` as weight-only int4; the KV cache stays bf16, as the tables do not
+# say otherwise. `fp4` without a format is NVFP4, the FP4 format of NVIDIA's Blackwell tensor
+# cores (docs/background/model.md, "Quantisation"). MXFP4 experts with bf16 activations
+# (`w4a16_mxfp4`, gpt-oss's format, and its Hopper CUTLASS variant) are `mxfp4`: weight-only on
+# Hopper, and on Blackwell priced by the fused-MoE keys fitted on those very kernels. Modes
+# whose activations another format computes in (w4afp8, w4a8_mxfp4_mxfp8, nvfp4_wo,
+# w4a16_nvfp4, int8_wo, ...) are not modelled.
+WEIGHTS = {"": "bf16", "bf16": "bf16", "bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8",
+           "fp8_static": "fp8", "fp8_ootb": "fp8", "sq": "int8", "int4_wo": "int4",
+           "nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp4", "w4a16_mxfp4": "mxfp4",
+           "w4a16_mxfp4_cutlass": "mxfp4"}
 
 
 def library_model(model: str) -> str | None:
