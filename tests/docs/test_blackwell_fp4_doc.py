@@ -11,6 +11,7 @@ import pytest
 
 from batchsim.experiment.loader import load_experiment
 from batchsim.experiment.runner import run_experiment
+from tests.docs.deployment_rows import run_cells
 
 REPO = Path(__file__).resolve().parents[2]
 HOW_TO = (REPO / "docs" / "how-to" / "blackwell-fp4.md").read_text("utf-8")
@@ -26,12 +27,7 @@ def point_metrics(weights: str, kv: str) -> dict[str, Any]:
 
 
 def row(weights: str, kv: str, m: dict[str, Any]) -> str:
-    layout, ttft, tpot = m["deployment"], m["ttft_s"], m["tpot_s"]
-    return (f"| {weights} | {kv} | {layout['weights_bytes_per_gpu'] / 1e9:.1f} GB | "
-            f"{layout['kv_tokens_per_replica']:,} | {m['output_throughput_tps']:,.0f} | "
-            f"{1e3 * ttft['p50']:,.0f} / {1e3 * ttft['p99']:,.0f} ms | "
-            f"{1e3 * tpot['p50']:.1f} / {1e3 * tpot['p99']:.1f} ms | "
-            f"{m['preemptions_per_1000_requests']:.1f} |")
+    return f"| {weights} | {kv} | {run_cells(m)}"
 
 
 @pytest.mark.slow  # four points of a 70B model at 256 users: about 10 s on two cores

@@ -76,11 +76,10 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
             data_parallel_attention=exp.data_parallel_attention,
             moe_imbalance=exp.moe_imbalance, expert_dtype=experts)
     else:
-        options = {"expert_dtype": experts} if experts is not None else {}
         cost = build_cost_model(model, gpu, tensor_parallel=exp.tensor_parallel,
                                 pipeline_parallel=exp.pipeline_parallel,
                                 weight_dtype=exp.dtype.weights, kv_dtype=exp.dtype.kv_cache,
-                                **options)
+                                expert_dtype=experts)
     swap_blocks = int(exp.kv_cache.swap_space_gb * 1e9 // memory.block_bytes)
     return Deployment(
         model=model, gpu=gpu, kernel_gpu=kernel_gpu, memory=memory,
@@ -91,12 +90,11 @@ def resolve_deployment(exp: Experiment, base_dir: Path) -> Deployment:
 
 
 def expert_dtype(exp: Experiment, model: ModelSpec) -> str | None:
-    """`dtype.experts` where it differs from `dtype.weights` (None where the same), refused
-    under its key for a model without routed experts."""
+    """`dtype.experts` (None: the weights' format), refused under its key for a model without
+    routed experts."""
     with keyed_error("dtype.experts", DtypeError):
-        check_expert_dtype(exp.dtype.experts, model_name=model.name,
-                           routed_experts=model.moe is not None)
-    return exp.dtype.experts if exp.dtype.experts != exp.dtype.weights else None
+        return check_expert_dtype(exp.dtype.experts, model_name=model.name,
+                                  routed_experts=model.moe is not None)
 
 
 def resolve_engine(exp: Experiment, base_dir: Path) -> EngineProfile:
