@@ -34,38 +34,58 @@ class Executor(Protocol):
         """Yield (task index, result) as tasks complete; closing it stops the tasks left."""
         ...
 
+    def close(self) -> None:
+        """Release what `run` kept for the next call (worker processes); idempotent."""
+        ...
+
 
 class InProcess:
     def run(self, fn: Callable[[T], R], tasks: list[T]) -> Results[R]:
         for index, task in enumerate(tasks):
             yield index, fn(task)
 
+    def close(self) -> None:
+        pass
+
 
 class LocalProcesses:
-    """`jobs` worker processes (spawned: no state shared with the parent by accident)."""
+    """`jobs` worker processes (spawned: no state shared with the parent by accident).
+
+    The workers outlive a `run` and serve the next one until `close`: a plan calls `run` once
+    per round of its search, and starting the workers again each round (a fresh interpreter
+    importing batchsim, then reading the model and GPU files again) cost its rounds seconds
+    each."""
 
     def __init__(self, jobs: int) -> None:
         if jobs < 1:
             raise ExecutorError(f"--jobs must be at least 1 (got {jobs})")
         self.jobs = jobs
+        self._pool: ProcessPoolExecutor | None = None
 
     def run(self, fn: Callable[[T], R], tasks: list[T]) -> Results[R]:
         if self.jobs == 1 or len(tasks) <= 1:
             yield from InProcess().run(fn, tasks)
             return
-        pool = None
         try:
+            # Submitting starts the workers the pool still lacks.
             with _started_ignoring_sigint():
-                pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)),
-                                           mp_context=multiprocessing.get_context("spawn"))
-                futures = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
+                if self._pool is None:
+                    self._pool = ProcessPoolExecutor(
+                        max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"))
+                futures = {self._pool.submit(fn, task): index
+                           for index, task in enumerate(tasks)}
             for future in as_completed(futures):
                 yield futures[future], future.result()
         except BaseException:  # Ctrl-C, a task's error, or the caller closing the generator
-            if pool is not None:
-                _stop(pool)
+            if self._pool is not None:
+                _stop(self._pool)
+                self._pool = None
             raise
-        pool.shutdown()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
 
 @contextmanager
@@ -156,6 +176,9 @@ class RayCluster:
         finally:
             if started_here:
                 ray.shutdown()
+
+    def close(self) -> None:
+        pass  # each run starts (and shuts down) its own local Ray, or uses the cluster's
 
 
 def make_executor(kind: str, *, jobs: int, address: str | None) -> Executor:

@@ -7,6 +7,7 @@ dumps a resolved experiment (defaults filled in) back to YAML.
 
 import copy
 import difflib
+import functools
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,6 +50,49 @@ _StrictLoader.add_constructor(
     _construct_mapping,
 )
 
+# The same strict rules on libyaml's parser where PyYAML has it: a plan reads its file and its
+# overrides for every run, and the pure-Python parser made that a few percent of the plan. A
+# document it refuses is read again by `_StrictLoader`, whose error (and message) is the one
+# reported.
+_FAST_STRICT_LOADER: type[Any] = _StrictLoader
+if hasattr(yaml, "CSafeLoader"):
+    class _StrictCLoader(yaml.CSafeLoader):
+        """`_StrictLoader`'s duplicate-key rule on libyaml's parser."""
+
+    _StrictCLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                   _construct_mapping)
+    _FAST_STRICT_LOADER = _StrictCLoader
+
+
+def _strict_load(text: str) -> Any:
+    """`yaml.load(text, Loader=_StrictLoader)`, parsed by libyaml when it can be; a copy of
+    what an earlier call on the same text gave (a plan reads the same file and overrides for
+    each of its hundreds of runs)."""
+    known = _LOADED.get(text)
+    if known is None:
+        try:
+            known = yaml.load(text, Loader=_FAST_STRICT_LOADER)
+        except yaml.YAMLError:
+            known = yaml.load(text, Loader=_StrictLoader)
+        if len(_LOADED) >= _LOADED_MAX:
+            _LOADED.clear()
+        _LOADED[text] = known
+    return copy.deepcopy(known)
+
+
+_LOADED: dict[str, Any] = {}  # text -> its document, never handed out (copies are)
+_LOADED_MAX = 256
+
+
+@functools.lru_cache(maxsize=64)
+def _count_aliases(text: str) -> int:
+    try:
+        return sum(isinstance(event, yaml.AliasEvent)
+                   for event in yaml.parse(text, Loader=_FAST_STRICT_LOADER))
+    except yaml.YAMLError:
+        return sum(isinstance(event, yaml.AliasEvent)
+                   for event in yaml.parse(text, Loader=_StrictLoader))
+
 
 def _yaml_problem(err: yaml.YAMLError) -> str:
     """``line:column: problem`` from a YAML error (1-based, as editors count)."""
@@ -79,13 +123,12 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot read file ({err})") from None
     try:
-        aliases = sum(isinstance(event, yaml.AliasEvent)
-                      for event in yaml.parse(text, Loader=_StrictLoader))
+        aliases = _count_aliases(text)
         if aliases > MAX_YAML_ALIASES:
             raise ConfigError(f"{path}: {aliases} YAML aliases (*name); at most "
                               f"{MAX_YAML_ALIASES} are allowed, so that no file expands into "
                               "an exponentially large document")
-        data = yaml.load(text, Loader=_StrictLoader)
+        data = _strict_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: invalid YAML at {_yaml_problem(err)}") from None
     except RecursionError:
@@ -155,7 +198,7 @@ def _apply_override(data: dict[str, Any], override: str) -> None:
     if any(not segment.strip() for segment in segments):
         raise fail(f"empty part in key {key!r}")
     try:
-        value = yaml.load(raw_value, Loader=_StrictLoader)
+        value = _strict_load(raw_value)
     except yaml.YAMLError as err:
         raise fail(f"value is not valid YAML ({_yaml_problem(err)})") from None
 

@@ -38,6 +38,7 @@ from batchsim.policies.admission import AdmissionControl, KVReserve
 from batchsim.policies.budget import StepBudget
 from batchsim.policies.iteration_level import (
     IterationLevelQueues,
+    allocate_growing,
     schedule_all_decodes,
     unschedule,
 )
@@ -163,9 +164,9 @@ class ChunkedPrefill(IterationLevelQueues):
         """
         chosen: dict[Request, tuple[int, int]] = {}  # tokens, and the budget they took
         for decodes in phases:
-            self._take_running(chosen, budget, plan, decodes=decodes)
-        for request, (tokens, _) in chosen.items():
-            plan.add(request, tokens)
+            if not (decodes and self._take_decodes_at_once(chosen, budget)):
+                self._take_running(chosen, budget, plan, decodes=decodes)
+        plan.add_chosen(chosen)
 
     def _take_running(self, chosen: dict[Request, tuple[int, int]], budget: StepBudget,
                       plan: StepPlan, *, decodes: bool) -> None:
@@ -189,6 +190,35 @@ class ChunkedPrefill(IterationLevelQueues):
                 index = self.running.index(request) + 1  # a priority victim may sit before it
             budget.take(charge)
             chosen[request] = (tokens, charge)
+
+    def _take_decodes_at_once(self, chosen: dict[Request, tuple[int, int]],
+                              budget: StepBudget) -> bool:
+        """The decode phase of a mixed step in one pass, when nothing can cut it short: the
+        budget holds every decode and the free blocks cover those whose next token starts a
+        block, so the request-by-request loop would take each one token in admission order and
+        preempt no one. The same choices and allocations, without the loop's per-request checks
+        (most steps of a loaded replica mix decodes with a prompt's chunk). False, with nothing
+        taken, when it cannot tell: speculation, a contiguous pool, or too little room."""
+        if self.lookahead or not self.mixed_prefill or not self.pool.exact_growth:
+            return False
+        block_size = self.pool.block_size
+        decodes: list[Request] = []
+        growing: list[Request] = []  # whose next token starts a block
+        for request in self.running:
+            computed = request.num_computed_tokens
+            if request.prompt_tokens + request.num_generated - computed == 1:
+                decodes.append(request)
+                if not computed % block_size:
+                    growing.append(request)
+        count = len(decodes)
+        if (count > budget.seqs_left or count > budget.tokens_left
+                or not allocate_growing(growing, self.pool)):
+            return False
+        budget.tokens_left -= count
+        budget.seqs_left -= count
+        for request in decodes:
+            chosen[request] = (1, 1)
+        return True
 
     def _allocate_or_preempt(self, request: Request, tokens: int,
                              chosen: dict[Request, tuple[int, int]], budget: StepBudget,

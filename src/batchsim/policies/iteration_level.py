@@ -79,7 +79,7 @@ def schedule_all_decodes(
             return False
     elif stretch_ahead:
         contexts, growing, growth, horizon = _decodes_and_growth(running, pool.block_size)
-        if not _allocate_growing(growing, pool):
+        if not allocate_growing(growing, pool):
             return False
     else:
         # One pass: each request's computed tokens, and those whose blocks are full.
@@ -91,7 +91,7 @@ def schedule_all_decodes(
             contexts.append(context)
             if not context % block_size:
                 growing.append(request)
-        if not _allocate_growing(growing, pool):
+        if not allocate_growing(growing, pool):
             return False
     plan.add_decodes(running, contexts)
     if growth is not None:
@@ -111,7 +111,7 @@ def unschedule(victims: list[Request], chosen: dict[Request, tuple[int, int]],
             budget.seqs_left += 1
 
 
-def _allocate_growing(growing: list[Request], pool: KVBlockPool) -> bool:
+def allocate_growing(growing: list[Request], pool: KVBlockPool) -> bool:
     """A block each for the requests whose next token starts one; False (nothing changed)
     unless all fit."""
     if pool.exact_growth and len(growing) > pool.num_free:

@@ -212,12 +212,13 @@ class RunRecord:
         """Timestamp each emitted token: the first sets TTFT, later ones add an ITL gap."""
         ids: list[int] = []
         gaps: list[float] = []
+        add_id, add_gap = ids.append, gaps.append  # bound once: this runs for every step
         for request in requests:
             if request.num_generated == 1:
                 request.first_token_s = now
             else:
-                ids.append(request.request_id)
-                gaps.append(now - request.last_token_s)
+                add_id(request.request_id)
+                add_gap(now - request.last_token_s)
             request.last_token_s = now
         if not gaps:
             return

@@ -111,6 +111,28 @@ class StepPlan:
         if computed + num_new_tokens == request.num_tokens:
             self.num_emitting += 1
 
+    def add_chosen(self, chosen: dict[Request, tuple[int, int]]) -> None:
+        """`add` of each chosen request's tokens (the first of each pair), in the dict's order:
+        a policy's step decided request by request, added in one pass."""
+        if not chosen:
+            return
+        requests, new_tokens, contexts = self.requests, self.num_new_tokens, self.contexts
+        starts_plan = not requests
+        emitting = decodes = 0
+        for request, (tokens, _) in chosen.items():
+            computed = request.num_computed_tokens
+            requests.append(request)
+            new_tokens.append(tokens)
+            contexts.append(computed)
+            if computed + tokens == request.num_tokens:
+                emitting += 1
+                if tokens == 1 and decodes == len(requests) - 1:
+                    decodes += 1
+        self.num_emitting += emitting
+        self.decodes_only = False
+        if starts_plan:  # its leading one-token emitters are decodes to `apply_tokens`
+            self.num_decodes = decodes
+
     def add_decodes(self, requests: list[Request], contexts: list[int]) -> None:
         """Start the plan with running requests that each decode their one pending token;
         the plan keeps `contexts` (their computed tokens) as its own list."""

@@ -9,6 +9,7 @@ column (`ttft_s.p99`, `kv_utilization.max`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -29,7 +30,8 @@ def lesson_run(file: Path, overrides: Sequence[str] = (), jobs: int = 1) -> Less
         plan = plan_sweep(file, list(overrides), sweep_axes(exp, []), exp.replications,
                           Path(folder))
         executor = LocalProcesses(jobs) if jobs > 1 else InProcess()
-        rows = run_sweep(plan, executor)
+        with closing(executor):
+            rows = run_sweep(plan, executor)
     return LessonRun(pd.DataFrame([_flat_row(row) for row in rows]), exp)
 
 

@@ -4,6 +4,7 @@ best few candidates (the full tables are in the files)."""
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ def run_plan_command(file: Path, overrides: list[str], out: Path | None, *, jobs
     runner = make_executor(executor, jobs=jobs, address=address)
     # Held from before the first run to after the last file: a second plan (or a run, a sweep)
     # into this folder is refused now, not once its runs are done.
-    with hold_folder(out_dir):
+    with hold_folder(out_dir), closing(runner):
         result = _run_with_progress(file, overrides, out_dir, runner, console)
         document = plan_document(result, versions())
         print_answer(console, document)

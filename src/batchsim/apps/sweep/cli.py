@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,7 @@ def _run_sweep_command(file: Path, overrides: list[str], params: list[str], out:
     runner = make_executor(executor, jobs=jobs, address=address)
     # Held from before the first run to after the last file: a second sweep (or a run, a plan,
     # a report) into this folder is refused now, not once its runs are done.
-    with hold_folder(out_dir):
+    with hold_folder(out_dir), closing(runner):
         tally.folder, tally.runs = out_dir, len(plan.tasks)
         print_plain(console, f"sweeping {exp.name}: {len(plan.points)} points x "
                              f"{len(plan.seeds)} replications = {len(plan.tasks)} runs")
