@@ -7,6 +7,8 @@ beside its target.
     python -m benchmarks.run a --set simulation.fast_path=false
     python -m benchmarks.run d            # CPU per request on 1 and on 64 replicas
     python -m benchmarks.run e            # against sched-sim (the `bench` extra; not in "all")
+    python -m benchmarks.run f            # the CLI's start (`batchsim --help`)
+    python -m benchmarks.run g            # a cold capacity plan, two workers
 
 Each benchmark (and each case of (d)) runs in its own process so that its peak memory (max RSS)
 is its own.
@@ -23,6 +25,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = {
@@ -133,6 +136,42 @@ def _scaling(overrides: list[str]) -> None:
               f"{per_request[-1] / per_request[0]:.2f}x{target}", flush=True)
 
 
+# (f) and (g): whole commands, timed from outside.
+CLI = [sys.executable, "-c", "from batchsim.apps.entry import main; main()"]
+HELP_TARGET_S = 1.0
+PLAN = HERE.parent / "experiments" / "capacity_plan.yaml"
+PLAN_JOBS = 2
+PLAN_TARGET_S = 60.0
+
+
+def _timed_command(arguments: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds (its worker processes included) of one batchsim command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run([*CLI, *arguments], check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def _cli_start() -> None:
+    """(f): `batchsim --help`, the median of five."""
+    walls = sorted(_timed_command(["--help"])[0] for _ in range(5))
+    print(f"(f) batchsim --help: {walls[2]:.2f} s wall (median of 5, {walls[0]:.2f}-"
+          f"{walls[-1]:.2f}); target <= {HELP_TARGET_S:g} s", flush=True)
+
+
+def _capacity_plan() -> None:
+    """(g): `batchsim plan experiments/capacity_plan.yaml` into a new folder."""
+    with TemporaryDirectory(prefix="batchsim-bench-plan-") as folder:
+        wall, cpu = _timed_command(["plan", str(PLAN), "--jobs", str(PLAN_JOBS), "--out",
+                                    str(Path(folder) / "plan")])
+    print(f"(g) batchsim plan {PLAN.relative_to(HERE.parent)} --jobs {PLAN_JOBS}, a new "
+          f"folder: {wall:.1f} s wall ({cpu:.1f} s CPU); target <= {PLAN_TARGET_S:g} s wall",
+          flush=True)
+
+
 def _versus_sched_sim() -> None:
     """(e): requests per CPU second against sched-sim 0.2.1 on the matched chatbot workload
     (benchmarks/vs_sched_sim.py); skipped when sched-sim is not installed."""
@@ -148,9 +187,12 @@ def _versus_sched_sim() -> None:
     vs_sched_sim.compare(reps=3, prefix="    ")
 
 
+WHOLE_COMMANDS = {"f": _cli_start, "g": _capacity_plan}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("which", nargs="*", default=[*sorted(BENCHMARKS), "d"])
+    parser.add_argument("which", nargs="*", default=[*sorted(BENCHMARKS), "d", "f", "g"])
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -163,6 +205,9 @@ def main() -> None:
             continue
         if key == "e":  # its own fixed workload: --set does not apply
             _versus_sched_sim()
+            continue
+        if key in WHOLE_COMMANDS:  # the shipped files as they are: --set does not apply
+            WHOLE_COMMANDS[key]()
             continue
         title, path = BENCHMARKS[key]
         stats = _child(path, args.overrides)
