@@ -45,7 +45,7 @@ class InProcess:
             yield index, fn(task)
 
     def close(self) -> None:
-        pass
+        """Nothing to release: every task ran in this process."""
 
 
 class LocalProcesses:
@@ -178,7 +178,8 @@ class RayCluster:
                 ray.shutdown()
 
     def close(self) -> None:
-        pass  # each run starts (and shuts down) its own local Ray, or uses the cluster's
+        """Nothing to release: each run starts (and shuts down) its own local Ray, or uses
+        the cluster's."""
 
 
 def make_executor(kind: str, *, jobs: int, address: str | None) -> Executor:

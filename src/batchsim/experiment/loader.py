@@ -67,21 +67,16 @@ if hasattr(yaml, "CSafeLoader"):
 def _strict_load(text: str) -> Any:
     """`yaml.load(text, Loader=_StrictLoader)`, parsed by libyaml when it can be; a copy of
     what an earlier call on the same text gave (a plan reads the same file and overrides for
-    each of its hundreds of runs)."""
-    known = _LOADED.get(text)
-    if known is None:
-        try:
-            known = yaml.load(text, Loader=_FAST_STRICT_LOADER)
-        except yaml.YAMLError:
-            known = yaml.load(text, Loader=_StrictLoader)
-        if len(_LOADED) >= _LOADED_MAX:
-            _LOADED.clear()
-        _LOADED[text] = known
-    return copy.deepcopy(known)
+    each of its hundreds of runs), so no caller can change the remembered document."""
+    return copy.deepcopy(_parsed(text))
 
 
-_LOADED: dict[str, Any] = {}  # text -> its document, never handed out (copies are)
-_LOADED_MAX = 256
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_FAST_STRICT_LOADER)
+    except yaml.YAMLError:
+        return yaml.load(text, Loader=_StrictLoader)
 
 
 @functools.lru_cache(maxsize=64)
